@@ -1,0 +1,40 @@
+# OmniRoute for Django. `make run` serves the demo; `make test` runs every check.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST := $(or $(OMNIROUTE_HOST),127.0.0.1)
+PORT := $(or $(OMNIROUTE_PORT),8000)
+FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench install clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py seeddemo --upstream-url http://127.0.0.1:$(FAKE_PORT)/v1 --gateway-url http://$(HOST):$(PORT)
+	@set -e; \
+	$(PY) manage.py fakeupstream --host 127.0.0.1 --port $(FAKE_PORT) --chunk-interval-ms 40 --no-record & fake=$$!; \
+	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+	$(PY) manage.py makemigrations --check --dry-run
+
+test: lint
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(PY) manage.py bench
+
+clean:
+	rm -rf $(VENV) data .mypy_cache .ruff_cache

@@ -1,0 +1,169 @@
+"""Settings for the OmniRoute gateway, read once from the environment.
+
+Every variable is optional: with none set the gateway runs on SQLite in ``data/``, the in-memory
+state store and the in-memory channel layer. ``DATABASE_URL`` and ``REDIS_URL`` are how it scales
+past one process. Malformed values fail loudly at start-up (``ImproperlyConfigured``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEV_SECRET_KEY = "omniroute-dev-insecure-secret-do-not-use-in-production"
+
+env = environ.Env()
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """An integer variable at least ``minimum``; anything else refuses to start."""
+    try:
+        value = int(env.int(name, default=default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be an integer") from exc
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    """A float variable at least ``minimum``; anything else refuses to start."""
+    try:
+        value = float(env.float(name, default=default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number") from exc
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be >= {minimum}, got {value}")
+    return value
+
+
+DEBUG = env.bool("OMNIROUTE_DEBUG", default=True)
+SECRET_KEY = env.str("OMNIROUTE_SECRET_KEY", default=DEV_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    raise ImproperlyConfigured(
+        "OMNIROUTE_DEBUG is off but OMNIROUTE_SECRET_KEY is the development key: set a real secret."
+    )
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+DATA_DIR = Path(env.str("OMNIROUTE_DATA_DIR", default=str(BASE_DIR / "data")))
+LOG_LEVEL = env.str("OMNIROUTE_LOG_LEVEL", default="INFO").upper()
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "resilience",
+    "routing",
+    "leases",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "omniroute.urls"
+ASGI_APPLICATION = "omniroute.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'omniroute.sqlite3'}")
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # WAL lets the admin write while the gateway reads; a busy timeout instead of "locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL: str | None = env.str("REDIS_URL", default="") or None
+REDIS_PREFIX = env.str("OMNIROUTE_REDIS_PREFIX", default="omniroute:")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": f"{REDIS_PREFIX}asgi"},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The gateway's own knobs.
+MAX_BODY_BYTES = env_int("OMNIROUTE_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)
+UPSTREAM_CONNECT_TIMEOUT_SECONDS = env_float("OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT", 10.0)
+UPSTREAM_READ_TIMEOUT_SECONDS = env_float("OMNIROUTE_UPSTREAM_READ_TIMEOUT", 120.0)
+UPSTREAM_MAX_CONNECTIONS = env_int("OMNIROUTE_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
+CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("OMNIROUTE_TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "routing.api.auth.ClientKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["routing.api.auth.IsOperator"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "routing.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OmniRoute management API",
+    "DESCRIPTION": "Providers, connections, client keys and combos of the OmniRoute gateway.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "django.channels.server": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,15 @@
+"""Django URLs: the admin and the management API (``/v1`` is routed in ``asgi.py``)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/", include("routing.api.urls")),
+]

@@ -1,0 +1,23 @@
+"""Shared short-lived state for the resilience layer (breakers, cooldowns, slots, counters).
+
+``MemoryStore`` keeps state in this process (atomic across its threads and event loops);
+``RedisStore`` keeps it in Redis (atomic across processes).  ``build_store`` picks one.
+"""
+
+from __future__ import annotations
+
+from .base import Clock, Json, StateStore, StoreConflictError, Updater
+from .factory import build_store
+from .memory import MemoryStore
+from .redis import RedisStore
+
+__all__ = [
+    "Clock",
+    "Json",
+    "MemoryStore",
+    "RedisStore",
+    "StateStore",
+    "StoreConflictError",
+    "Updater",
+    "build_store",
+]

@@ -1,0 +1,407 @@
+"""Redis ``StateStore`` backend (``redis.asyncio``), shared by every process using it.
+
+Atomicity: every operation is a single atomic step on the Redis server, so it is atomic with
+respect to all clients of all processes using the same server and prefix:
+
+* reads (``get``, ``get_counter``, ``window_count``, ``semaphore_count``) are one command;
+* ``set`` is one MULTI/EXEC transaction;
+* counters, ``delete``, ``window_add`` and the semaphore operations are Lua scripts (a script
+  runs without interleaving with any other command);
+* ``update`` is optimistic: WATCH the record, read it, call ``fn`` in Python, then write in
+  MULTI/EXEC; if anyone touched the record in between, EXEC fails (``WatchError``) and the
+  whole read-call-write is retried with jittered backoff, up to ``max_update_retries`` times
+  before ``StoreConflictError``.  No update is ever lost.  Within one event loop, updates of
+  the same key are also queued on a local ``asyncio.Lock`` so that only updates from
+  *different* processes/loops race for WATCH.
+* ``scan`` and ``clear_prefix`` walk keys with SCAN: each key is handled atomically but the
+  whole walk is not a snapshot.
+
+Expiry is logical: ``now`` comes from the injected clock and is passed to Lua scripts as an
+argument, expiry timestamps are stored next to values (or as sorted-set scores), so a fake
+clock drives expiry exactly as in ``MemoryStore``.  Independently, every key that can expire
+gets a physical ``PEXPIRE`` backstop of ``ttl + 60`` real seconds so Redis frees it.
+
+Key layout (everything starts with ``prefix``):
+
+* ``{prefix}r:{key}`` hash: ``v`` = JSON value, ``e`` = expiry timestamp (absent: never);
+* ``{prefix}w:{key}`` sorted set: member ``{uuid}:{amount}``, score = event time;
+* ``{prefix}s:{key}`` sorted set: member = holder, score = holder's expiry time.
+
+A ``redis.asyncio`` client is bound to the event loop that first used it, so the store keeps
+one client (with its own blocking connection pool) per running loop, created lazily.  Call
+``close()`` from each loop that used the store before that loop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import cast
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
+from redis.commands.core import AsyncScript
+from redis.exceptions import ResponseError, WatchError
+from redis.typing import EncodableT, FieldT
+
+from ._shared import as_counter, check_window_args, decode, encode
+from .base import Clock, Json, StateStore, StoreConflictError, Updater
+
+RECORD, WINDOW, SEMAPHORE = "r:", "w:", "s:"
+BACKSTOP_SECONDS = 60.0
+SCAN_COUNT = 500
+
+_BACKSTOP_LUA = """
+local function backstop(key, ms)
+  if redis.call('PTTL', key) < tonumber(ms) then redis.call('PEXPIRE', key, ms) end
+end
+"""
+
+# KEYS[1] record; ARGV: amount, now, expires_at ('' = never), backstop_ms
+_INCR = """
+local e = redis.call('HGET', KEYS[1], 'e')
+if e and tonumber(e) <= tonumber(ARGV[2]) then
+  redis.call('DEL', KEYS[1])
+elseif redis.call('EXISTS', KEYS[1]) == 1 then
+  return redis.call('HINCRBY', KEYS[1], 'v', ARGV[1])
+end
+redis.call('HSET', KEYS[1], 'v', ARGV[1])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[1], 'e', ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+return tonumber(ARGV[1])
+"""
+
+# KEYS[1] record; ARGV: now.  Returns 1 if a live record was removed.
+_DELETE = """
+local e = redis.call('HGET', KEYS[1], 'e')
+local removed = redis.call('DEL', KEYS[1])
+if removed == 1 and (not e or tonumber(e) > tonumber(ARGV[1])) then return 1 end
+return 0
+"""
+
+# KEYS[1] window; ARGV: now, cutoff, member, backstop_ms.  Returns the events in the window.
+_WINDOW_ADD = (
+    _BACKSTOP_LUA
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+backstop(KEYS[1], ARGV[4])
+local total = 0
+for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  total = total + tonumber(string.match(member, ':(%d+)$'))
+end
+return total
+"""
+)
+
+# KEYS[1] semaphore; ARGV: now, holder, limit, expires_at, backstop_ms
+_SEM_ACQUIRE = (
+    _BACKSTOP_LUA
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if not redis.call('ZSCORE', KEYS[1], ARGV[2])
+   and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2])
+backstop(KEYS[1], ARGV[5])
+return 1
+"""
+)
+
+# KEYS[1] semaphore; ARGV: now, holder
+_SEM_RELEASE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+return redis.call('ZREM', KEYS[1], ARGV[2])
+"""
+
+# KEYS[1] semaphore; ARGV: now, holder, expires_at, backstop_ms
+_SEM_REFRESH = (
+    _BACKSTOP_LUA
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+backstop(KEYS[1], ARGV[4])
+return 1
+"""
+)
+
+_SCRIPTS = {
+    "incr": _INCR,
+    "delete": _DELETE,
+    "window_add": _WINDOW_ADD,
+    "sem_acquire": _SEM_ACQUIRE,
+    "sem_release": _SEM_RELEASE,
+    "sem_refresh": _SEM_REFRESH,
+}
+
+
+def _num(value: float) -> str:
+    """Exact decimal form of a float for Redis scores and Lua ``tonumber``."""
+    return repr(float(value))
+
+
+def _backstop_ms(seconds: float) -> int:
+    return math.ceil((max(seconds, 0.0) + BACKSTOP_SECONDS) * 1000)
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _decode_live(raw: bytes | str | None, expires: bytes | str | None, now: float) -> Json | None:
+    if raw is None or (expires is not None and float(expires) <= now):
+        return None
+    return decode(raw)
+
+
+def _queue_write(
+    pipe: Pipeline, rkey: str, raw: bytes | None, now: float, ttl: float | None
+) -> None:
+    """Queue (inside MULTI) the replacement of record ``rkey`` by ``raw`` (None: delete)."""
+    pipe.delete(rkey)
+    if raw is None:
+        return
+    mapping: dict[FieldT, EncodableT] = {"v": raw}
+    if ttl is not None:
+        mapping["e"] = _num(now + ttl)
+    pipe.hset(rkey, mapping=mapping)
+    if ttl is not None:
+        pipe.pexpire(rkey, _backstop_ms(ttl))
+
+
+async def _backoff(attempt: int) -> None:
+    await asyncio.sleep(random.uniform(0.0, min(0.05, 0.0005 * 2**attempt)))
+
+
+@dataclass(slots=True)
+class _KeyLock:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
+@dataclass(slots=True)
+class _LoopClient:
+    """The client, scripts and local update queues of one event loop."""
+
+    client: Redis
+    scripts: dict[str, AsyncScript]
+    update_locks: dict[str, _KeyLock] = field(default_factory=dict)
+
+
+class RedisStore(StateStore):
+    """``StateStore`` in Redis, atomic across processes; see the module docstring."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "omniroute:",
+        clock: Clock = time.time,
+        max_update_retries: int = 100,
+        max_connections: int = 64,
+        socket_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.clock = clock
+        self.max_update_retries = max_update_retries
+        self.max_connections = max_connections
+        self.socket_timeout = socket_timeout
+        self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self._clients_lock = threading.Lock()
+
+    # -- clients -------------------------------------------------------------------------
+
+    def _connect(self) -> _LoopClient:
+        pool = BlockingConnectionPool.from_url(
+            self.url,
+            max_connections=self.max_connections,
+            timeout=self.socket_timeout * 2,
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=self.socket_timeout,
+        )
+        client = Redis.from_pool(pool)
+        scripts = {name: client.register_script(src) for name, src in _SCRIPTS.items()}
+        return _LoopClient(client, scripts)
+
+    def _loop_client(self) -> _LoopClient:
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            entry = self._clients.get(loop)
+            if entry is None:
+                self._clients = {lp: c for lp, c in self._clients.items() if not lp.is_closed()}
+                entry = self._clients[loop] = self._connect()
+            return entry
+
+    def _client(self) -> Redis:
+        return self._loop_client().client
+
+    async def _script(self, name: str, key: str, *args: str | int) -> int:
+        entry = self._loop_client()
+        return int(await entry.scripts[name](keys=[key], args=args, client=entry.client))
+
+    async def close(self) -> None:
+        """Close this loop's client (clients of already-closed loops are just dropped)."""
+        loop = asyncio.get_running_loop()
+        with self._clients_lock:
+            entry = self._clients.pop(loop, None)
+            self._clients = {lp: c for lp, c in self._clients.items() if not lp.is_closed()}
+        if entry is not None:
+            await entry.client.aclose()
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def _key(self, namespace: str, key: str) -> str:
+        return f"{self.prefix}{namespace}{key}"
+
+    def _unkey(self, namespace: str, raw: bytes) -> str:
+        return raw.decode()[len(self.prefix) + len(namespace) :]
+
+    async def _scan_batches(self, namespace: str, prefix: str) -> AsyncIterator[list[bytes]]:
+        """Yield batches of full keys of ``namespace`` starting with ``prefix`` (SCAN)."""
+        client, cursor = self._client(), 0
+        pattern = _glob_escape(self._key(namespace, prefix)) + "*"
+        while True:
+            cursor, keys = await client.scan(cursor, match=pattern, count=SCAN_COUNT)
+            if keys:
+                yield cast(list[bytes], keys)
+            if cursor == 0:
+                return
+
+    # -- records -------------------------------------------------------------------------
+
+    async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
+        now = self.clock()
+        expires = "" if ttl is None else _num(now + ttl)
+        args = (amount, _num(now), expires, _backstop_ms(ttl or 0.0))
+        try:
+            return await self._script("incr", self._key(RECORD, key), *args)
+        except ResponseError as exc:
+            if "not an integer" not in str(exc):
+                raise
+            raise TypeError(f"record {key!r} is not an integer counter") from exc
+
+    async def get_counter(self, key: str) -> int:
+        return as_counter(await self.get(key))
+
+    async def get(self, key: str) -> Json | None:
+        raw, expires = await self._client().hmget(self._key(RECORD, key), ["v", "e"])
+        return _decode_live(raw, expires, self.clock())
+
+    async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:
+        raw = None if value is None else encode(value)
+        async with self._client().pipeline(transaction=True) as pipe:
+            _queue_write(pipe, self._key(RECORD, key), raw, self.clock(), ttl)
+            await pipe.execute()
+
+    async def delete(self, key: str) -> bool:
+        return bool(await self._script("delete", self._key(RECORD, key), _num(self.clock())))
+
+    @asynccontextmanager
+    async def _queued(self, key: str) -> AsyncIterator[None]:
+        """Serialise this loop's updates of ``key`` so they do not fight over WATCH."""
+        locks = self._loop_client().update_locks
+        entry = locks.get(key) or locks.setdefault(key, _KeyLock())
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                del locks[key]
+
+    async def update(self, key: str, fn: Updater, *, ttl: float | None = None) -> Json | None:
+        async with self._queued(key):
+            for attempt in range(self.max_update_retries + 1):
+                try:
+                    return await self._try_update(self._key(RECORD, key), fn, ttl)
+                except WatchError:
+                    await _backoff(attempt)
+        raise StoreConflictError(
+            f"update of {key!r} lost {self.max_update_retries + 1} races in a row"
+        )
+
+    async def _try_update(self, rkey: str, fn: Updater, ttl: float | None) -> Json | None:
+        async with self._client().pipeline(transaction=True) as pipe:
+            await pipe.watch(rkey)
+            raw, expires = await pipe.hmget(rkey, ["v", "e"])
+            now = self.clock()
+            new = fn(_decode_live(raw, expires, now))
+            new_raw = None if new is None else encode(new)
+            pipe.multi()  # type: ignore[no-untyped-call]
+            _queue_write(pipe, rkey, new_raw, now, ttl)
+            await pipe.execute()
+        return None if new_raw is None else decode(new_raw)
+
+    async def scan(self, prefix: str) -> dict[str, Json]:
+        found: dict[str, Json] = {}
+        async for keys in self._scan_batches(RECORD, prefix):
+            async with self._client().pipeline(transaction=False) as pipe:
+                for rkey in keys:
+                    pipe.hmget(rkey, ["v", "e"])
+                rows = cast(list[list[bytes | None]], await pipe.execute())
+            now = self.clock()
+            for rkey, (raw, expires) in zip(keys, rows, strict=True):
+                if (value := _decode_live(raw, expires, now)) is not None:
+                    found[self._unkey(RECORD, rkey)] = value
+        return found
+
+    # -- sliding windows -----------------------------------------------------------------
+
+    async def window_add(self, key: str, *, window: float, amount: int = 1) -> int:
+        check_window_args(window, amount)
+        now = self.clock()
+        member = f"{uuid.uuid4().hex}:{amount}"
+        args = (_num(now), _num(now - window), member, _backstop_ms(window))
+        return await self._script("window_add", self._key(WINDOW, key), *args)
+
+    async def window_count(self, key: str, *, window: float) -> int:
+        check_window_args(window)
+        cutoff = f"({_num(self.clock() - window)}"
+        members = await self._client().zrangebyscore(self._key(WINDOW, key), cutoff, "+inf")
+        return sum(int(m.rsplit(b":", 1)[1]) for m in cast(list[bytes], members))
+
+    async def window_clear(self, key: str) -> None:
+        await self._client().unlink(self._key(WINDOW, key))
+
+    # -- semaphores ----------------------------------------------------------------------
+
+    async def semaphore_acquire(self, key: str, holder: str, *, limit: int, ttl: float) -> bool:
+        now = self.clock()
+        args = (_num(now), holder, limit, _num(now + ttl), _backstop_ms(ttl))
+        return bool(await self._script("sem_acquire", self._key(SEMAPHORE, key), *args))
+
+    async def semaphore_release(self, key: str, holder: str) -> bool:
+        args = (_num(self.clock()), holder)
+        return bool(await self._script("sem_release", self._key(SEMAPHORE, key), *args))
+
+    async def semaphore_refresh(self, key: str, holder: str, *, ttl: float) -> bool:
+        now = self.clock()
+        args = (_num(now), holder, _num(now + ttl), _backstop_ms(ttl))
+        return bool(await self._script("sem_refresh", self._key(SEMAPHORE, key), *args))
+
+    async def semaphore_count(self, key: str) -> int:
+        now = f"({_num(self.clock())}"
+        return await self._client().zcount(self._key(SEMAPHORE, key), now, "+inf")
+
+    # -- maintenance ---------------------------------------------------------------------
+
+    async def clear_prefix(self, prefix: str) -> int:
+        removed = 0
+        for namespace in (RECORD, WINDOW, SEMAPHORE):
+            async for keys in self._scan_batches(namespace, prefix):
+                removed += await self._client().unlink(*keys)
+        return removed

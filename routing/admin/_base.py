@@ -1,0 +1,75 @@
+"""Shared admin pieces: the service-calling base class and small form helpers."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+if TYPE_CHECKING:  # generic in django-stubs, not subscriptable at runtime
+    ModelAdminBase = admin.ModelAdmin[Any]
+    ModelFormBase = forms.ModelForm[Any]
+    TabularInlineBase = admin.TabularInline[Any, Any]
+else:
+    ModelAdminBase, ModelFormBase, TabularInlineBase = (
+        admin.ModelAdmin,
+        forms.ModelForm,
+        admin.TabularInline,
+    )
+
+
+class LinesField(forms.CharField):
+    """A list of strings edited as text: one per line, or comma-separated."""
+
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [item.strip() for item in re.split(r"[,\n]", text) if item.strip()]
+
+
+def human_seconds(seconds: int) -> str:
+    """A short duration for operators: "42 s", "12 min", "3 h 5 min", or "—" for none."""
+    if seconds <= 0:
+        return "—"
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def formfield(db_field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | None:
+    """Model form fields with URLs assumed https (Django 6's default, without the warning)."""
+    if isinstance(db_field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return db_field.formfield(**kwargs)
+
+
+class ServiceAdmin(ModelAdminBase):
+    """Base admin: a service's ValidationError rolls the save back and is reported, not a 500."""
+
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The form already ran the model's full_clean, so this is the last resort: the whole
+        # change (Django wraps it in one transaction) is rolled back and the reason shown.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ValidationError as exc:
+            self.message_user(request, "; ".join(exc.messages), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())

@@ -1,0 +1,81 @@
+"""Admin of combos: the combo and its inline targets are saved by one ``combo_save``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+
+from routing.admin._base import ServiceAdmin, TabularInlineBase
+from routing.models import Combo, ComboTarget
+from routing.services import combo_delete, combo_save
+
+
+class ComboTargetInline(TabularInlineBase):
+    """A combo's ordered targets; saved through ``combo_save`` with the combo."""
+
+    model = ComboTarget
+    fields = ("position", "provider", "model", "connection", "weight")
+    ordering = ("position", "id")
+    extra = 1
+
+
+def _kept_targets(formset: Any) -> list[dict[str, Any]]:
+    """The formset's surviving targets as ``combo_save`` dicts, ordered by position."""
+    rows = [
+        form.cleaned_data
+        for form in formset.forms
+        if form.cleaned_data and not form.cleaned_data.get("DELETE")
+    ]
+    rows.sort(key=lambda row: row.get("position") or 0)
+    fields = ("provider", "model", "connection", "weight")
+    return [{name: row[name] for name in fields if name in row} for row in rows]
+
+
+def _record_changes(formset: Any) -> None:
+    """Fill what ``formset.save()`` would have, for the admin's change history."""
+    live = [f for f in formset.forms if f.cleaned_data and not f.cleaned_data.get("DELETE")]
+    formset.new_objects = [f.instance for f in live if f.instance.pk is None]
+    formset.changed_objects = [
+        (f.instance, f.changed_data) for f in live if f.instance.pk and f.has_changed()
+    ]
+    formset.deleted_objects = [
+        f.instance for f in formset.forms if f.cleaned_data.get("DELETE") and f.instance.pk
+    ]
+
+
+@admin.register(Combo)
+class ComboAdmin(ServiceAdmin):
+    """Combos and their targets, written together by one ``combo_save`` call."""
+
+    list_display = ("name", "strategy", "is_active", "target_count", "description", "updated_at")
+    list_filter = ("strategy", "is_active")
+    search_fields = ("name", "description")
+    readonly_fields = ("updated_at",)
+    inlines = (ComboTargetInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Combo]:
+        queryset: QuerySet[Combo] = super().get_queryset(request)
+        return queryset.annotate(target_count=Count("targets"))
+
+    @admin.display(description="Targets", ordering="target_count")
+    def target_count(self, obj: Combo) -> int:
+        return int(getattr(obj, "target_count", 0))
+
+    def save_model(self, request: HttpRequest, obj: Combo, form: Any, change: bool) -> None:
+        """Deferred to ``save_related``, where the targets are known: one service call."""
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        targets = [target for formset in formsets for target in _kept_targets(formset)]
+        combo_save(combo=form.instance, targets=targets)
+        for formset in formsets:
+            _record_changes(formset)
+
+    def delete_model(self, request: HttpRequest, obj: Combo) -> None:
+        combo_delete(combo=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Combo]) -> None:
+        for combo in queryset:
+            combo_delete(combo=combo)

@@ -1,0 +1,187 @@
+"""Admin of provider connections: write-only secrets, read-only state, the clear action."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html
+
+from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
+from routing.api.serializers import cooldown_remaining_seconds
+from routing.domain.vocabulary import TestStatus
+from routing.models import ProviderConnection
+from routing.services import connection_clear_error, connection_delete, connection_save
+
+STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
+TERMINAL_COLOUR = "#c62828"
+CONNECTION_STATE_FIELDS = (
+    "test_status",
+    "cooldown",
+    "rate_limited_until",
+    "backoff_level",
+    "last_error_type",
+    "error_code",
+    "last_error",
+    "last_error_at",
+    "created_at",
+    "updated_at",
+)
+
+
+def _secret_input(label: str) -> forms.CharField:
+    return forms.CharField(
+        label=label,
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Never shown again. Leave blank to keep the stored value.",
+    )
+
+
+class ProviderConnectionForm(ModelFormBase):
+    """Connection form whose secrets are write-only inputs: blank keeps, "clear" empties."""
+
+    secret = _secret_input("New secret")
+    clear_secret = forms.BooleanField(required=False, label="Clear secret")
+    refresh_secret = _secret_input("New refresh token")
+    clear_refresh_secret = forms.BooleanField(required=False, label="Clear refresh token")
+    served_models = LinesField(required=False, help_text="One per line; empty serves any model.")
+
+    class Meta:
+        model = ProviderConnection
+        formfield_callback = formfield
+        fields = (
+            "provider",
+            "name",
+            "priority",
+            "is_active",
+            "auth_type",
+            "base_url",
+            "served_models",
+            "max_concurrent",
+            "disable_cooling",
+            "extras",
+        )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        for name in ("secret", "refresh_secret"):
+            if cleaned.get(name) and cleaned.get(f"clear_{name}"):
+                self.add_error(f"clear_{name}", "Either enter a new value or clear it, not both.")
+        return cleaned
+
+    def secret_change(self, name: str) -> str | None:
+        """The service argument for secret field ``name``: None keeps, "" clears, else new."""
+        if self.cleaned_data.get(f"clear_{name}"):
+            return ""
+        return self.cleaned_data.get(name) or None
+
+
+@admin.register(ProviderConnection)
+class ProviderConnectionAdmin(ServiceAdmin):
+    """Connections: settings are edited, state only changes through ``clear_errors``."""
+
+    form = ProviderConnectionForm
+    list_display = (
+        "provider",
+        "name",
+        "priority",
+        "is_active",
+        "status",
+        "secret_preview",
+        "cooldown",
+        "backoff_level",
+        "last_error_type",
+        "last_error_at",
+    )
+    list_display_links = ("name",)
+    list_filter = ("provider", "test_status", "is_active", "auth_type")
+    list_select_related = ("provider",)
+    search_fields = ("name", "provider__slug", "provider__name")
+    readonly_fields = ("secret_preview", "refresh_secret_preview", *CONNECTION_STATE_FIELDS)
+    actions = ("clear_errors",)
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "provider",
+                    "name",
+                    "priority",
+                    "is_active",
+                    "auth_type",
+                    "base_url",
+                    "served_models",
+                    "max_concurrent",
+                    "disable_cooling",
+                    "extras",
+                )
+            },
+        ),
+        (
+            "Secrets (stored encrypted, never displayed)",
+            {
+                "fields": (
+                    "secret_preview",
+                    "secret",
+                    "clear_secret",
+                    "refresh_secret_preview",
+                    "refresh_secret",
+                    "clear_refresh_secret",
+                )
+            },
+        ),
+        (
+            "State (set by the gateway; reset with the clear action)",
+            {"fields": CONNECTION_STATE_FIELDS},
+        ),
+    )
+
+    @admin.display(description="Status", ordering="test_status")
+    def status(self, obj: ProviderConnection) -> str:
+        colour = STATUS_COLOURS.get(obj.test_status, TERMINAL_COLOUR)
+        return format_html('<strong style="color: {}">{}</strong>', colour, obj.test_status)
+
+    @admin.display(description="Secret")
+    def secret_preview(self, obj: ProviderConnection) -> str:
+        return obj.masked_secret or "—"
+
+    @admin.display(description="Refresh token")
+    def refresh_secret_preview(self, obj: ProviderConnection) -> str:
+        return "•••• (stored)" if obj.refresh_secret_encrypted else "—"
+
+    @admin.display(description="Cooldown", ordering="rate_limited_until")
+    def cooldown(self, obj: ProviderConnection) -> str:
+        return human_seconds(cooldown_remaining_seconds(obj.rate_limited_until, timezone.now()))
+
+    def save_model(
+        self, request: HttpRequest, obj: ProviderConnection, form: Any, change: bool
+    ) -> None:
+        connection_save(
+            connection=obj,
+            secret=form.secret_change("secret"),
+            refresh_secret=form.secret_change("refresh_secret"),
+        )
+
+    def delete_model(self, request: HttpRequest, obj: ProviderConnection) -> None:
+        connection_delete(connection=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ProviderConnection]) -> None:
+        for connection in queryset:
+            connection_delete(connection=connection)
+
+    @admin.action(description="Clear cooldown and errors", permissions=["change"])
+    def clear_errors(self, request: HttpRequest, queryset: QuerySet[ProviderConnection]) -> None:
+        connections = list(queryset)
+        for connection in connections:
+            connection_clear_error(connection=connection)
+        self.message_user(
+            request,
+            f"Cleared cooldown and errors of {len(connections)} connection(s).",
+            messages.SUCCESS,
+        )

@@ -1,0 +1,52 @@
+"""Admin of the provider catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from routing.admin._base import ServiceAdmin
+from routing.models import Provider
+from routing.services import provider_delete, provider_save
+
+
+@admin.register(Provider)
+class ProviderAdmin(ServiceAdmin):
+    """The provider catalog; its quirks are the four flags."""
+
+    list_display = (
+        "slug",
+        "name",
+        "category",
+        "wire_format",
+        "full_text_rules",
+        "honors_rule_scope",
+        "egress_bucketed_lock",
+        "per_model_quota",
+    )
+    list_filter = (
+        "category",
+        "wire_format",
+        "full_text_rules",
+        "honors_rule_scope",
+        "egress_bucketed_lock",
+        "per_model_quota",
+    )
+    search_fields = ("slug", "name", "base_url")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Provider | None = None) -> Any:
+        """The slug is the primary key: editable only when adding."""
+        return ("slug", "updated_at") if obj is not None else ("updated_at",)
+
+    def save_model(self, request: HttpRequest, obj: Provider, form: Any, change: bool) -> None:
+        provider_save(provider=obj)
+
+    def delete_model(self, request: HttpRequest, obj: Provider) -> None:
+        provider_delete(provider=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Provider]) -> None:
+        for provider in queryset:
+            provider_delete(provider=provider)

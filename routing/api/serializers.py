@@ -1,0 +1,194 @@
+"""Management API serializers. They validate and present; the views hand data to services.
+
+None of them is ever ``save()``d: the viewsets pass ``validated_data`` to ``routing.services``.
+Secrets are write-only, and a client key's plaintext only appears in the create response.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from routing.domain.vocabulary import Scope
+from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
+
+
+def cooldown_remaining_seconds(until: datetime | None, now: datetime) -> int:
+    """Whole seconds left before ``until`` (rounded up), 0 when none or past."""
+    if until is None or until <= now:
+        return 0
+    return math.ceil((until - now).total_seconds())
+
+
+def _secret_field() -> serializers.CharField:
+    # allow_null: null, like omitting the field, keeps the stored secret; "" clears it.
+    return serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+    )
+
+
+class ProviderSerializer(serializers.ModelSerializer[Provider]):
+    """A catalog provider; the slug is its identity and cannot change once created."""
+
+    class Meta:
+        model = Provider
+        fields = (
+            "slug",
+            "name",
+            "category",
+            "base_url",
+            "wire_format",
+            "full_text_rules",
+            "honors_rule_scope",
+            "egress_bucketed_lock",
+            "per_model_quota",
+            "updated_at",
+        )
+        read_only_fields = ("updated_at",)
+
+    def validate_slug(self, value: str) -> str:
+        if self.instance is not None and value != self.instance.slug:
+            raise serializers.ValidationError("The slug of an existing provider cannot change.")
+        return value
+
+
+class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnection]):
+    """A connection; ``secret``/``refresh_secret`` are write-only (omitted keeps, "" clears)."""
+
+    secret = _secret_field()
+    refresh_secret = _secret_field()
+    has_secret = serializers.BooleanField(read_only=True)
+    secret_preview = serializers.CharField(source="masked_secret", read_only=True)
+    cooldown_remaining_seconds = serializers.SerializerMethodField()
+    served_models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False
+    )
+    extras = serializers.DictField(required=False)
+
+    class Meta:
+        model = ProviderConnection
+        fields = (
+            "id",
+            "provider",
+            "name",
+            "priority",
+            "is_active",
+            "auth_type",
+            "base_url",
+            "served_models",
+            "max_concurrent",
+            "disable_cooling",
+            "extras",
+            "secret",
+            "refresh_secret",
+            "has_secret",
+            "secret_preview",
+            "rate_limited_until",
+            "cooldown_remaining_seconds",
+            "test_status",
+            "last_error",
+            "last_error_at",
+            "last_error_type",
+            "error_code",
+            "backoff_level",
+            "created_at",
+            "updated_at",
+        )
+        read_only_fields = (
+            "rate_limited_until",
+            "test_status",
+            "last_error",
+            "last_error_at",
+            "last_error_type",
+            "error_code",
+            "backoff_level",
+            "created_at",
+            "updated_at",
+        )
+        extra_kwargs = {"provider": {"help_text": "The provider's slug."}}
+
+    def get_cooldown_remaining_seconds(self, obj: ProviderConnection) -> int:
+        return cooldown_remaining_seconds(obj.rate_limited_until, timezone.now())
+
+
+class ClientApiKeySerializer(serializers.ModelSerializer[ClientApiKey]):
+    """A client key as operators see it: never the plaintext, never the hash."""
+
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=[s.value for s in Scope]), required=False
+    )
+    allowed_models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False
+    )
+    allowed_connections = serializers.PrimaryKeyRelatedField(
+        many=True, required=False, queryset=ProviderConnection.objects.all()
+    )
+
+    class Meta:
+        model = ClientApiKey
+        fields: tuple[str, ...] = (
+            "id",
+            "name",
+            "prefix",
+            "scopes",
+            "allowed_models",
+            "allowed_connections",
+            "is_active",
+            "expires_at",
+            "revoked_at",
+            "created_at",
+        )
+        read_only_fields = ("prefix", "revoked_at", "created_at")
+
+
+class ClientApiKeyCreatedSerializer(ClientApiKeySerializer):
+    """Output of key creation: the key plus its plaintext (from the context), shown this once."""
+
+    key = serializers.SerializerMethodField(help_text="The plaintext key; never shown again.")
+
+    class Meta(ClientApiKeySerializer.Meta):
+        fields = (*ClientApiKeySerializer.Meta.fields, "key")
+
+    def get_key(self, obj: ClientApiKey) -> str:
+        return str(self.context["plaintext"])
+
+
+class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
+    """One step of a combo; its position is its index in ``targets``."""
+
+    connection = serializers.PrimaryKeyRelatedField(
+        queryset=ProviderConnection.objects.all(), allow_null=True, required=False
+    )
+
+    class Meta:
+        model = ComboTarget
+        fields = ("position", "provider", "model", "connection", "weight")
+        read_only_fields = ("position",)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        connection = attrs.get("connection")
+        if connection is not None and connection.provider_id != attrs["provider"].pk:
+            raise serializers.ValidationError(
+                {"connection": "The pinned connection belongs to another provider."}
+            )
+        return attrs
+
+
+class ComboSerializer(serializers.ModelSerializer[Combo]):
+    """A combo with its ordered targets, written in one request (``targets`` replaces all)."""
+
+    targets = ComboTargetSerializer(many=True, required=False)
+
+    class Meta:
+        model = Combo
+        fields = ("id", "name", "strategy", "is_active", "description", "targets", "updated_at")
+        read_only_fields = ("updated_at",)

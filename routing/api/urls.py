@@ -1,0 +1,15 @@
+"""The management API's resources, mounted at ``/api/`` by ``omniroute.urls``."""
+
+from __future__ import annotations
+
+from rest_framework.routers import DefaultRouter
+
+from routing.api import views
+
+router = DefaultRouter()
+router.register("providers", views.ProviderViewSet, basename="provider")
+router.register("connections", views.ProviderConnectionViewSet, basename="connection")
+router.register("keys", views.ClientApiKeyViewSet, basename="key")
+router.register("combos", views.ComboViewSet, basename="combo")
+
+urlpatterns = router.urls

@@ -1,0 +1,191 @@
+"""Management API viewsets: CRUD over the routing configuration, verbs as ``@action``.
+
+Every write calls ``routing.services`` with the serializer's ``validated_data``; serializers
+are never ``save()``d. Auth, permission and the error shape are the DRF defaults in settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import BaseSerializer
+
+from routing.api.serializers import (
+    ClientApiKeyCreatedSerializer,
+    ClientApiKeySerializer,
+    ComboSerializer,
+    ProviderConnectionSerializer,
+    ProviderSerializer,
+)
+from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+from routing.services import (
+    api_key_create,
+    api_key_revoke,
+    api_key_update,
+    combo_delete,
+    combo_save,
+    connection_clear_error,
+    connection_delete,
+    connection_save,
+    provider_delete,
+    provider_save,
+)
+
+
+class ClientKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call, unused-ignore]
+    """Documents ``ClientKeyAuthentication``: a Bearer token or ``x-api-key`` (either one)."""
+
+    target_class = "routing.api.auth.ClientKeyAuthentication"
+    name = ["clientKeyBearer", "clientKeyHeader"]
+
+    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
+        return [{"clientKeyBearer": []}, {"clientKeyHeader": []}]
+
+    def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
+        bearer = build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Bearer"
+        )
+        return [bearer, {"type": "apiKey", "in": "header", "name": "x-api-key"}]
+
+
+class ProviderViewSet(viewsets.ModelViewSet[Provider]):
+    """Catalog providers, looked up by ``slug``; deleting one still in use gives 409."""
+
+    queryset = Provider.objects.order_by("slug")
+    serializer_class = ProviderSerializer
+    lookup_field = "slug"
+
+    def perform_create(self, serializer: BaseSerializer[Provider]) -> None:
+        serializer.instance = provider_save(provider=Provider(), fields=serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[Provider]) -> None:
+        assert serializer.instance is not None
+        provider_save(provider=serializer.instance, fields=serializer.validated_data)
+
+    def perform_destroy(self, instance: Provider) -> None:
+        provider_delete(provider=instance)
+
+
+def _connection_write(connection: ProviderConnection, data: dict[str, Any]) -> ProviderConnection:
+    fields = dict(data)
+    secret = fields.pop("secret", None)
+    refresh_secret = fields.pop("refresh_secret", None)
+    return connection_save(
+        connection=connection, fields=fields, secret=secret, refresh_secret=refresh_secret
+    )
+
+
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[OpenApiParameter("provider", str, description="Only this provider's slug.")]
+    )
+)
+class ProviderConnectionViewSet(viewsets.ModelViewSet[ProviderConnection]):
+    """Provider connections; secrets are write-only and never echoed."""
+
+    queryset = ProviderConnection.objects.select_related("provider").order_by(
+        "provider_id", "priority", "id"
+    )
+    serializer_class = ProviderConnectionSerializer
+
+    def get_queryset(self) -> QuerySet[ProviderConnection]:
+        queryset = super().get_queryset()
+        provider = self.request.query_params.get("provider")
+        return queryset.filter(provider_id=provider) if provider else queryset
+
+    def perform_create(self, serializer: BaseSerializer[ProviderConnection]) -> None:
+        serializer.instance = _connection_write(ProviderConnection(), serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[ProviderConnection]) -> None:
+        assert serializer.instance is not None
+        _connection_write(serializer.instance, serializer.validated_data)
+
+    def perform_destroy(self, instance: ProviderConnection) -> None:
+        connection_delete(connection=instance)
+
+    @extend_schema(request=None, responses=ProviderConnectionSerializer)
+    @action(detail=True, methods=["post"])
+    def clear_error(self, request: Request, pk: str | None = None) -> Response:
+        """Clear the cooldown, error fields and terminal status of a connection."""
+        connection = connection_clear_error(connection=self.get_object())
+        return Response(self.get_serializer(connection).data)
+
+
+class ClientApiKeyViewSet(viewsets.ModelViewSet[ClientApiKey]):
+    """Client keys. Create returns the plaintext once as ``key``; nothing else ever does."""
+
+    queryset = ClientApiKey.objects.prefetch_related("allowed_connections").order_by("name", "id")
+    serializer_class = ClientApiKeySerializer
+
+    @extend_schema(responses={201: ClientApiKeyCreatedSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        key, plaintext = api_key_create(**serializer.validated_data)
+        context = {**self.get_serializer_context(), "plaintext": plaintext}
+        output = ClientApiKeyCreatedSerializer(key, context=context)
+        return Response(output.data, status=status.HTTP_201_CREATED)
+
+    def perform_update(self, serializer: BaseSerializer[ClientApiKey]) -> None:
+        assert serializer.instance is not None
+        fields = dict(serializer.validated_data)
+        connections = fields.pop("allowed_connections", None)
+        api_key_update(key=serializer.instance, fields=fields, allowed_connections=connections)
+
+    @transaction.atomic
+    def perform_destroy(self, instance: ClientApiKey) -> None:
+        # There is no api_key_delete service yet: revoking through the service first is what
+        # invalidates the routing snapshot, so a deleted key stops authenticating at once.
+        api_key_revoke(key=instance, now=timezone.now())
+        instance.delete()
+
+    @extend_schema(request=None, responses=ClientApiKeySerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk: str | None = None) -> Response:
+        """Revoke a key for good (idempotent)."""
+        key = api_key_revoke(key=self.get_object(), now=timezone.now())
+        return Response(self.get_serializer(key).data)
+
+
+def _combo_write(combo: Combo, data: dict[str, Any]) -> Combo:
+    fields = dict(data)
+    targets = fields.pop("targets", None)
+    return combo_save(combo=combo, fields=fields, targets=targets)
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[OpenApiParameter("name", str, description="Exact combo name.")])
+)
+class ComboViewSet(viewsets.ModelViewSet[Combo]):
+    """Combos, looked up by numeric ``id`` (names may contain ``/``); filter with ``?name=``.
+
+    ``targets`` is written whole: when given, it replaces the combo's targets in order.
+    """
+
+    queryset = Combo.objects.prefetch_related("targets").order_by("name")
+    serializer_class = ComboSerializer
+
+    def get_queryset(self) -> QuerySet[Combo]:
+        queryset = super().get_queryset()
+        name = self.request.query_params.get("name")
+        return queryset.filter(name=name) if name else queryset
+
+    def perform_create(self, serializer: BaseSerializer[Combo]) -> None:
+        serializer.instance = _combo_write(Combo(), serializer.validated_data)
+
+    def perform_update(self, serializer: BaseSerializer[Combo]) -> None:
+        assert serializer.instance is not None
+        _combo_write(serializer.instance, serializer.validated_data)
+
+    def perform_destroy(self, instance: Combo) -> None:
+        combo_delete(combo=instance)

@@ -1,0 +1,189 @@
+"""The /v1 proxy: thin async consumers over the attempt loop.
+
+Each consumer authenticates against the in-process snapshot, resolves the model, runs the
+attempt loop, and relays the winner. While the upstream is being asked or streamed, the relay
+races the client's ``http.disconnect`` so that a client that leaves cancels the upstream request
+at once (Channels dispatches one message at a time, so ``handle()`` would never see it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from typing import Any
+
+from channels.exceptions import StopConsumer
+from channels.generic.http import AsyncHttpConsumer
+from django.conf import settings
+from django.utils import timezone
+
+from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
+from routing.domain.auth import authenticate, presented_key
+from routing.domain.catalog import model_list
+from routing.domain.config import ConfigSnapshot, KeyInfo
+from routing.domain.errors import GatewayError
+from routing.domain.planning import plan_route
+from routing.payload import parse_chat_request
+from routing.relay import failure_response, reply_headers, stream_error_event
+from routing.snapshot import current_snapshot
+from routing.upstream import Upstream
+
+logger = logging.getLogger(__name__)
+
+JSON = b"application/json"
+NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
+_default_upstream = Upstream()
+
+
+class ProxyConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels ships no types
+    """Common shell: method check, body limit, auth, errors, request id."""
+
+    allowed_methods: tuple[str, ...] = ("POST",)
+    # The proxy needs no channel layer; skipping it saves a channel per request.
+    channel_layer_alias = NO_CHANNEL_LAYER
+
+    def __init__(self, *args: Any, upstream: Upstream | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.upstream = upstream or _default_upstream
+        self.request_id = secrets.token_hex(12)
+        self.body_size = 0
+        self.rejected = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self._receive = receive  # kept so the relay can watch for http.disconnect
+        await super().__call__(scope, receive, send)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # The hot path never touches the database, so skip Channels' per-message
+        # close_old_connections thread hop; snapshot rebuilds use database_sync_to_async.
+        handler = getattr(self, message["type"].replace(".", "_"), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def http_request(self, message: dict[str, Any]) -> None:
+        if not self.rejected:
+            self.body_size += len(message.get("body", b""))
+            if self.body_size > settings.MAX_BODY_BYTES:
+                self.rejected = True
+                self.body: list[bytes] = []
+                await self.send_error(_too_large())
+        if self.rejected:
+            if not message.get("more_body"):
+                raise StopConsumer()
+            return
+        await super().http_request(message)
+
+    async def handle(self, body: bytes) -> None:
+        try:
+            self._check_method()
+            await self.serve(body)
+        except GatewayError as error:
+            await self.send_error(error)
+
+    async def serve(self, body: bytes) -> None:
+        raise NotImplementedError
+
+    def _check_method(self) -> None:
+        if self.scope["method"] not in self.allowed_methods:
+            allowed = ", ".join(self.allowed_methods)
+            raise GatewayError(
+                405,
+                "method_not_allowed",
+                f"Method {self.scope['method']} is not allowed here; use {allowed}.",
+                headers={"allow": allowed},
+            )
+
+    async def authenticated(self) -> tuple[ConfigSnapshot, KeyInfo]:
+        snapshot = await current_snapshot()
+        key = authenticate(snapshot, presented_key(self.scope["headers"]), timezone.now())
+        return snapshot, key
+
+    async def send_error(self, error: GatewayError) -> None:
+        headers = [(b"content-type", JSON), *self.base_headers()]
+        headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
+        await self.send_response(error.status, error.body(), headers=headers)
+
+    def base_headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"x-omniroute-request-id", self.request_id.encode())]
+
+    async def race_disconnect(self, work: Any) -> None:
+        """Run ``work`` until done or until the client disconnects (then cancel it)."""
+        task = asyncio.ensure_future(work)
+        gone = asyncio.ensure_future(self._wait_for_disconnect())
+        done, pending = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        for pending_task in pending:
+            pending_task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        if task in done:
+            task.result()
+
+    async def _wait_for_disconnect(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                return
+
+
+def _too_large() -> GatewayError:
+    limit = settings.MAX_BODY_BYTES
+    return GatewayError(
+        413, "request_too_large", f"The request body exceeds the limit of {limit} bytes."
+    )
+
+
+class ChatCompletionsConsumer(ProxyConsumer):
+    """``POST /v1/chat/completions``, streaming and not."""
+
+    def loop(self) -> AttemptLoop:
+        return AttemptLoop(self.upstream)
+
+    async def serve(self, body: bytes) -> None:
+        payload = parse_chat_request(body)
+        snapshot, key = await self.authenticated()
+        plan = plan_route(snapshot, payload["model"], key)
+        stream = bool(payload.get("stream", False))
+        context = AttemptContext(self.request_id, key, plan, stream)
+        await self.race_disconnect(self._attempt_and_relay(context, payload))
+
+    async def _attempt_and_relay(self, context: AttemptContext, payload: dict[str, Any]) -> None:
+        result = await self.loop().run(context, payload)
+        if result.reply is None:
+            status, body, headers = failure_response(context)
+            await self.send_response(status, body, headers=headers + self.base_headers())
+            return
+        try:
+            await self._relay(context, result)
+        finally:
+            await result.reply.aclose()
+
+    async def _relay(self, context: AttemptContext, result: AttemptResult) -> None:
+        reply = result.reply
+        assert reply is not None and result.target is not None
+        headers = reply_headers(context, result.target, reply) + self.base_headers()
+        await self.send_headers(status=reply.status, headers=headers)
+        if reply.chunks is None:
+            await self.send_body(reply.body)
+            return
+        await self.send_body(reply.body, more_body=True)
+        try:
+            async for chunk in reply.chunks:
+                await self.send_body(chunk, more_body=True)
+        except Exception as exc:  # the upstream broke mid-stream: tell the client, end cleanly
+            logger.warning("request %s: upstream stream broke: %r", self.request_id, exc)
+            await self.send_body(stream_error_event(exc), more_body=True)
+        await self.send_body(b"")
+
+
+class ModelsConsumer(ProxyConsumer):
+    """``GET /v1/models``: the combos and declared models the key may use."""
+
+    allowed_methods = ("GET",)
+
+    async def serve(self, body: bytes) -> None:
+        snapshot, key = await self.authenticated()
+        payload = model_list(snapshot, key, created=int(time.time()))
+        headers = [(b"content-type", JSON), *self.base_headers()]
+        await self.send_response(200, payload, headers=headers)

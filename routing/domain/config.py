@@ -1,0 +1,117 @@
+"""The in-process configuration snapshot the hot path reads (pure frozen data).
+
+Built from the database by ``routing.selectors.config_snapshot_build`` and replaced whole when
+the configuration version changes; nothing lazy, nothing that can query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from routing.domain.keys import key_is_usable, model_is_allowed
+from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderInfo:
+    """What routing needs of a provider."""
+
+    slug: str
+    name: str
+    category: str
+    base_url: str
+    wire_format: str
+    full_text_rules: bool = False
+    honors_rule_scope: bool = False
+    egress_bucketed_lock: bool = False
+    per_model_quota: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """What routing needs of a connection, with its secret decrypted."""
+
+    id: int
+    provider: str
+    name: str
+    priority: int
+    base_url: str
+    auth_type: str
+    secret: str | None = field(default=None, repr=False)
+    served_models: tuple[str, ...] = ()
+    max_concurrent: int | None = None
+    test_status: str = TestStatus.ACTIVE
+    rate_limited_until: datetime | None = None
+    disable_cooling: bool = False
+
+    def serves(self, model: str) -> bool:
+        return not self.served_models or model in self.served_models
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.test_status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """A client key as the proxy checks it."""
+
+    id: int
+    name: str
+    prefix: str
+    scopes: frozenset[str]
+    allowed_models: tuple[str, ...]
+    allowed_connections: frozenset[int]
+    is_active: bool
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+    def is_usable(self, now: datetime) -> bool:
+        return key_is_usable(
+            is_active=self.is_active,
+            revoked_at=self.revoked_at,
+            expires_at=self.expires_at,
+            now=now,
+        )
+
+    def allows_model(self, model: str) -> bool:
+        return model_is_allowed(model, self.allowed_models)
+
+    def allows_connection(self, connection_id: int) -> bool:
+        return not self.allowed_connections or connection_id in self.allowed_connections
+
+
+@dataclass(frozen=True, slots=True)
+class ComboStep:
+    """One declared combo target."""
+
+    provider: str
+    model: str
+    connection_id: int | None = None
+    weight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ComboInfo:
+    """A combo with its ordered steps."""
+
+    name: str
+    strategy: str
+    steps: tuple[ComboStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSnapshot:
+    """Everything the proxy reads per request, immutable."""
+
+    version: int = 0
+    remote_version: int = 0
+    providers: dict[str, ProviderInfo] = field(default_factory=dict)
+    connections: dict[str, tuple[ConnectionInfo, ...]] = field(default_factory=dict)
+    keys_by_hash: dict[str, KeyInfo] = field(default_factory=dict)
+    combos: dict[str, ComboInfo] = field(default_factory=dict)
+
+    def connections_for(self, provider: str) -> tuple[ConnectionInfo, ...]:
+        """A provider's active connections, by priority (lower first)."""
+        return self.connections.get(provider, ())

@@ -1,0 +1,83 @@
+"""The routing vocabulary shared by models, APIs and the proxy (pure: no Django import).
+
+Enums live here, in the domain; model ``choices`` derive from them, never the reverse.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ProviderCategory(StrEnum):
+    """Auth category of a provider; picks the breaker/cooldown profile."""
+
+    OAUTH = "oauth"
+    API_KEY = "api_key"
+    LOCAL = "local"
+
+
+class WireFormat(StrEnum):
+    """The request/response format a provider speaks."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+
+
+class AuthType(StrEnum):
+    """How a connection authenticates upstream."""
+
+    API_KEY = "api_key"
+    OAUTH = "oauth"
+    NONE = "none"
+
+
+class TestStatus(StrEnum):
+    """A connection's health as last observed; the last three are terminal."""
+
+    ACTIVE = "active"
+    UNAVAILABLE = "unavailable"
+    BANNED = "banned"
+    EXPIRED = "expired"
+    CREDITS_EXHAUSTED = "credits_exhausted"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset({TestStatus.BANNED, TestStatus.EXPIRED, TestStatus.CREDITS_EXHAUSTED})
+
+
+class Scope(StrEnum):
+    """Scopes a client API key can carry."""
+
+    MANAGE = "manage"
+    LEASE_EXCLUSIVE = "lease:exclusive"
+
+
+class Strategy(StrEnum):
+    """The combo strategies of the reference (part 2, section 7.2)."""
+
+    PRIORITY = "priority"
+    WEIGHTED = "weighted"
+    ROUND_ROBIN = "round-robin"
+    CONTEXT_RELAY = "context-relay"
+    FILL_FIRST = "fill-first"
+    P2C = "p2c"
+    RANDOM = "random"
+    LEAST_USED = "least-used"
+    COST_OPTIMIZED = "cost-optimized"
+    RESET_AWARE = "reset-aware"
+    RESET_WINDOW = "reset-window"
+    HEADROOM = "headroom"
+    STRICT_RANDOM = "strict-random"
+    AUTO = "auto"
+    LKGP = "lkgp"
+    CONTEXT_OPTIMIZED = "context-optimized"
+    CACHE_OPTIMIZED = "cache-optimized"
+    FUSION = "fusion"
+    PIPELINE = "pipeline"
+
+
+# Strategies the attempt loop can run today; the rest are refused with a clear message.
+IMPLEMENTED_STRATEGIES = frozenset({Strategy.PRIORITY})

@@ -1,0 +1,74 @@
+"""A fake OpenAI-compatible upstream: test double, demo server and benchmark target.
+
+An ``aiohttp.web`` server imitating a provider. It does not import Django: tests use
+:class:`FakeUpstream` directly (``start()`` runs it in a daemon thread with its own event
+loop); ``manage.py fakeupstream`` is a thin wrapper around :meth:`FakeUpstream.serve_forever`.
+
+Endpoints
+---------
+``POST .../chat/completions``  any path ending so, e.g. ``/v1/chat/completions``.
+    Without ``"stream": true`` a ``chat.completion`` JSON (``model`` echoes the request model
+    up to ``?``). With it, ``text/event-stream``: ``chunks`` ``chat.completion.chunk`` events
+    carrying ``chunk_size`` characters of content each (the first also ``role: assistant``),
+    a final chunk with ``finish_reason: "stop"``, a usage chunk if
+    ``stream_options.include_usage``, then ``data: [DONE]``. The stream's content equals the
+    non-stream content for the same knobs.
+``GET .../models``             an OpenAI model list (knobs do not apply).
+``GET /_fake/log``             the recorded requests as JSON.
+``POST /_fake/reset``          clears the log and the scripted behaviours.
+``POST /_fake/script``         a JSON list of knob objects (or one object), queued FIFO; each is
+                               used by exactly one following chat request.
+
+Knobs
+-----
+``status``             int, default 200. Non-2xx answers an OpenAI error JSON
+                       ``{"error": {"message", "type", "code"}}`` (also for stream requests).
+``body``               raw response body text; replaces the normal answer at any status.
+``retry_after``        value of a ``Retry-After`` response header.
+``headers``            extra response headers: a JSON object (script form; elsewhere JSON text).
+``latency_ms``         delay before the response headers (default 0).
+``chunks``             number of content chunks in a stream (default 20).
+``chunk_interval_ms``  delay between stream chunks (default 0: the stream is one write).
+``chunk_size``         characters of content per chunk (default 8).
+``reset=before``       abort the TCP connection (RST) without any response.
+``reset=mid``          send half the chunks (or half a JSON body), then abort the connection.
+``stall=before``       never send headers: sleep (up to 300 s) until the client goes away.
+``stall=mid``          send half the chunks (or half a JSON body), then stall likewise.
+``cut=mid``            send half the chunks, then end the response cleanly without ``[DONE]``
+                       (a JSON body is cut by closing the connection after half of it).
+``reset``/``stall``/``cut`` accept ``none`` (or empty) to switch off a lower-precedence value.
+Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then the
+answer; for ``mid``, ``reset`` wins over ``stall`` over ``cut``.
+
+Channels, highest precedence first: (1) scripted behaviours (``/_fake/script`` or
+:meth:`FakeUpstream.script`), (2) request headers ``x-fake-<knob>`` (``-`` or ``_``),
+(3) the model name's query string, e.g. ``"gpt-4o?status=503&retry_after=7"``, (4) a scenario
+path prefix, e.g. base URL ``http://127.0.0.1:PORT/s/status=503&latency_ms=10/v1`` (see
+:meth:`FakeUpstream.base_url`), (5) the server defaults (a :class:`Behaviour`). Unknown knobs
+or bad values answer 400 with error type ``fake_knob_error``.
+
+Records (:class:`RequestRecord`) are kept for chat and model requests in a bounded deque
+(last 1000) unless ``record=False``; times are ``time.monotonic()`` of the server process.
+``completed`` is true when the handler finished its answer (including error and ``cut``
+answers); ``disconnected_at`` is when the server noticed the client went away, ``aborted_at``
+when the server itself reset the connection.
+
+Library use::
+
+    with FakeUpstream(defaults=Behaviour(chunks=5)).start() as fake:   # own thread and loop
+        client = OpenAI(base_url=fake.base_url(status=503), api_key="x")
+        fake.script({"reset": "before"}, {"status": 429, "retry_after": 1})
+        fake.wait_for(lambda f: f.requests and f.requests[-1].disconnected_at, timeout=1)
+
+From async code in the loop that runs the client, use ``await fake.wait_for_async(...)``
+(or ``asyncio.to_thread(fake.wait_for, ...)``): blocking that loop can delay the close of the
+client's own socket, which is what the fake is waiting to see.
+"""
+
+from __future__ import annotations
+
+from routing.fakeupstream.behaviour import Behaviour, RequestRecord, model_with
+from routing.fakeupstream.server import FakeUpstream
+from routing.fakeupstream.wire import MODELS
+
+__all__ = ["MODELS", "Behaviour", "FakeUpstream", "RequestRecord", "model_with"]

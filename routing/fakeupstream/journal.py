@@ -1,0 +1,72 @@
+"""Thread-safe shared state: the bounded request log and the script queue."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from routing.fakeupstream.behaviour import RequestRecord
+
+LOG_SIZE: Final = 1000
+_POLL_S: Final = 0.02
+
+
+class Journal:
+    """Written by the server loop, read by tests from other threads or loops."""
+
+    def __init__(self, *, record: bool = True) -> None:
+        self.recording = record
+        self._lock = threading.Lock()
+        self._changed = threading.Event()
+        self._log: deque[RequestRecord] = deque(maxlen=LOG_SIZE)
+        self._script: deque[dict[str, Any]] = deque()
+
+    def add(self, rec: RequestRecord) -> None:
+        if self.recording:
+            with self._lock:
+                self._log.append(rec)
+            self._changed.set()
+
+    def touch(self) -> None:
+        """Wake waiters: a record changed."""
+        self._changed.set()
+
+    def snapshot(self) -> list[RequestRecord]:
+        with self._lock:
+            return [copy.copy(r) for r in self._log]
+
+    def reset(self) -> None:
+        with self._lock:
+            self._log.clear()
+            self._script.clear()
+
+    def push_script(self, behaviours: Iterable[dict[str, Any]]) -> None:
+        with self._lock:
+            self._script.extend(behaviours)
+
+    def pop_script(self) -> dict[str, Any]:
+        with self._lock:
+            return self._script.popleft() if self._script else {}
+
+    def wait_until(self, check: Callable[[], object], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._changed.clear()
+            if check():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._changed.wait(min(remaining, _POLL_S))
+
+    async def wait_until_async(self, check: Callable[[], object], deadline: float) -> bool:
+        while not check():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(_POLL_S / 4)
+        return True

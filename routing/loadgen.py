@@ -1,0 +1,189 @@
+"""The benchmark behind ``make bench``: fake upstream, one daphne gateway, a bounded load.
+
+Everything runs on 127.0.0.1. The load generator is aiohttp (so the client is not the
+bottleneck); each run is bounded by a request count and a duration. The gateway's CPU time per
+request comes from its own process accounting (``/proc/<pid>/stat``), its peak RSS from
+``VmHWM``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROMPT = [{"role": "user", "content": "Say hello"}]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One measured run: one target, one mode, one concurrency."""
+
+    label: str
+    stream: bool
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    ttfb_p50_ms: float
+    cpu_ms_per_request: float | None = None
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def process_peak_rss_mib(pid: int) -> float:
+    """Peak resident set size of ``pid`` in MiB."""
+    match = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+async def _one(
+    session: aiohttp.ClientSession, url: str, body: dict[str, object], headers: dict[str, str]
+) -> tuple[float, float, bool]:
+    started = time.perf_counter()
+    async with session.post(url, json=body, headers=headers) as response:
+        first = await response.content.readany()
+        ttfb = time.perf_counter() - started
+        async for _ in response.content.iter_any():
+            pass
+        ok = response.status == 200 and bool(first)
+    return time.perf_counter() - started, ttfb, ok
+
+
+async def run_load(
+    url: str, body: dict[str, object], headers: dict[str, str], *,
+    concurrency: int, duration: float, max_requests: int,
+) -> tuple[list[float], list[float], int, float]:  # fmt: skip
+    """Closed-loop load: ``concurrency`` workers until ``duration`` or ``max_requests``."""
+    latencies: list[float] = []
+    ttfbs: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + duration
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.perf_counter() < deadline and len(latencies) + errors < max_requests:
+                try:
+                    latency, ttfb, ok = await _one(session, url, body, headers)
+                except aiohttp.ClientError:
+                    errors += 1
+                    continue
+                if ok:
+                    latencies.append(latency)
+                    ttfbs.append(ttfb)
+                else:
+                    errors += 1
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return latencies, ttfbs, errors, time.perf_counter() - started
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+
+def summarise(
+    label: str, stream: bool, concurrency: int,
+    measured: tuple[list[float], list[float], int, float], cpu: float | None,
+) -> RunResult:  # fmt: skip
+    latencies, ttfbs, errors, seconds = measured
+    count = len(latencies)
+    return RunResult(
+        label, stream, concurrency, count, errors, seconds,
+        percentile(latencies, 0.5), percentile(latencies, 0.99),
+        statistics.median(ttfbs) * 1000 if ttfbs else 0.0,
+        cpu * 1000 / count if cpu is not None and count else None,
+    )  # fmt: skip
+
+
+def wait_for_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@contextmanager
+def spawned(argv: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process that must be listening on ``port``; terminated on exit."""
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def gateway_env(data_dir: str) -> dict[str, str]:
+    """The embedded default (SQLite in a temporary dir, memory store), DEBUG off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        OMNIROUTE_DATA_DIR=data_dir,
+        OMNIROUTE_DEBUG="0",
+        OMNIROUTE_SECRET_KEY="bench-" + os.urandom(16).hex(),
+        OMNIROUTE_LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+def manage(*args: str) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve().parent.parent / "manage.py"), *args]
+
+
+def seed_gateway(env: dict[str, str], upstream_url: str) -> str:
+    """Migrate and seed the demo in the bench database; return the demo key."""
+    subprocess.run(manage("migrate", "--noinput", "-v", "0"), env=env, check=True)
+    output = subprocess.run(
+        manage("seeddemo", "--upstream-url", upstream_url),
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    match = re.search(r"sk-omr-[A-Za-z0-9_-]+", output)
+    if match is None:
+        raise RuntimeError("seeddemo printed no key")
+    return match.group(0)
+
+
+def temporary_data_dir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="omniroute-bench-")

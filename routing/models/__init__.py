@@ -1,0 +1,7 @@
+"""Operator objects of the routing app: providers, connections, client keys and combos."""
+
+from routing.models.combos import Combo, ComboTarget
+from routing.models.keys import ClientApiKey
+from routing.models.providers import Provider, ProviderConnection
+
+__all__ = ["ClientApiKey", "Combo", "ComboTarget", "Provider", "ProviderConnection"]

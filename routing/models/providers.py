@@ -1,0 +1,105 @@
+"""Providers (the catalog) and provider connections (one account or key each)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from django.core.validators import MinValueValidator
+from django.db import models
+
+from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
+from routing.domain.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
+
+
+def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
+    return [(member.value, member.value) for member in enum]
+
+
+class Provider(models.Model):
+    """An upstream LLM service; its quirks are data (flags), not code."""
+
+    slug = models.SlugField(max_length=64, primary_key=True, help_text="Used as `slug/model`.")
+    name = models.CharField(max_length=120)
+    category = models.CharField(max_length=16, choices=_choices(ProviderCategory))
+    base_url = models.URLField(max_length=500, help_text="Default base URL, e.g. …/v1")
+    wire_format = models.CharField(
+        max_length=16, choices=_choices(WireFormat), default=WireFormat.OPENAI
+    )
+    full_text_rules = models.BooleanField(default=False)
+    honors_rule_scope = models.BooleanField(default=False)
+    egress_bucketed_lock = models.BooleanField(default=False)
+    per_model_quota = models.BooleanField(default=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("slug",)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ProviderConnection(models.Model):
+    """One account or API key at a provider, with its durable cooldown and error state."""
+
+    provider = models.ForeignKey(Provider, on_delete=models.PROTECT, related_name="connections")
+    name = models.CharField(max_length=120)
+    priority = models.IntegerField(default=100, help_text="Lower is tried first.")
+    is_active = models.BooleanField(default=True)
+    auth_type = models.CharField(
+        max_length=16, choices=_choices(AuthType), default=AuthType.API_KEY
+    )
+    base_url = models.URLField(max_length=500, blank=True, help_text="Overrides the provider's.")
+    secret_encrypted = models.TextField(blank=True, editable=False)
+    refresh_secret_encrypted = models.TextField(blank=True, editable=False)
+    served_models = models.JSONField(
+        default=list, blank=True, help_text="Models this connection serves; empty serves any."
+    )
+    max_concurrent = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)]
+    )
+    rate_limited_until = models.DateTimeField(null=True, blank=True)
+    test_status = models.CharField(
+        max_length=24, choices=_choices(TestStatus), default=TestStatus.ACTIVE
+    )
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    last_error_type = models.CharField(max_length=64, blank=True)
+    error_code = models.CharField(max_length=64, blank=True)
+    backoff_level = models.PositiveIntegerField(default=0)
+    disable_cooling = models.BooleanField(default=False)
+    extras = models.JSONField(default=dict, blank=True, help_text="Per-connection settings.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("provider_id", "priority", "id")
+        constraints = [
+            models.UniqueConstraint(fields=("provider", "name"), name="uniq_connection_name")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider_id}/{self.name}"
+
+    def set_secret(self, plaintext: str) -> None:
+        """Store ``plaintext`` encrypted; an empty string clears it."""
+        self.secret_encrypted = encrypt_secret(plaintext) if plaintext else ""
+
+    def set_refresh_secret(self, plaintext: str) -> None:
+        """Store an OAuth refresh token encrypted; an empty string clears it."""
+        self.refresh_secret_encrypted = encrypt_secret(plaintext) if plaintext else ""
+
+    def get_secret(self) -> str | None:
+        """The decrypted secret, for the upstream request only."""
+        return decrypt_secret(self.secret_encrypted)
+
+    @property
+    def has_secret(self) -> bool:
+        return bool(self.secret_encrypted)
+
+    @property
+    def masked_secret(self) -> str:
+        return mask_secret(self.get_secret()) if self.has_secret else ""
+
+    @property
+    def effective_base_url(self) -> str:
+        return (self.base_url or self.provider.base_url).rstrip("/")

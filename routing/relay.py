@@ -1,0 +1,88 @@
+"""Response shaping for the proxy: headers that explain the decision, and failure answers."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import orjson
+
+from routing.attempts import AttemptContext
+from routing.domain.errors import error_body, upstream_error_body
+from routing.domain.outcomes import OutcomeKind
+from routing.domain.planning import Target
+from routing.upstream import UpstreamReply
+
+Headers = list[tuple[bytes, bytes]]
+JSON = b"application/json"
+
+
+def decision_header(context: AttemptContext, target: Target | None) -> bytes:
+    """``X-OmniRoute-Decision``: strategy, provider, latency, attempts and exclusions."""
+    latency_ms = int((time.monotonic() - context.started) * 1000)
+    parts = [f"strategy={context.plan.strategy}"]
+    if target is not None:
+        parts += [f"provider={target.provider.slug}", f"connection={target.connection.id}"]
+    parts += [f"latency_ms={latency_ms}", f"attempts={len(context.attempts)}"]
+    if context.exclusions:
+        parts.append("excluded=" + ",".join(e.describe() for e in context.exclusions))
+    return "; ".join(parts).encode()
+
+
+def reply_headers(context: AttemptContext, target: Target, reply: UpstreamReply) -> Headers:
+    """Headers of a relayed success."""
+    headers: Headers = [
+        (b"content-type", reply.content_type.encode()),
+        (b"x-omniroute-decision", decision_header(context, target)),
+    ]
+    if reply.chunks is None:
+        headers.append((b"content-length", str(len(reply.body)).encode()))
+    else:
+        headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+    return headers
+
+
+def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
+    """The answer when no target succeeded: the last upstream error, or why none was tried."""
+    headers: Headers = [
+        (b"content-type", JSON),
+        (b"x-omniroute-decision", decision_header(context, None)),
+    ]
+    outcome = context.last_outcome
+    if outcome is None:
+        return _all_excluded(context, headers)
+    if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status is not None:
+        headers += [(name.encode(), value.encode()) for name, value in outcome.headers.items()]
+        return outcome.status, upstream_error_body(outcome.status, outcome.body), headers
+    if outcome.kind is OutcomeKind.TIMEOUT:
+        message = f"The upstream did not answer in time ({outcome.detail})."
+        return 504, error_body(message, "upstream_error", "upstream_timeout"), headers
+    message = f"The upstream could not be reached ({outcome.detail})."
+    return 502, error_body(message, "upstream_error", "upstream_unreachable"), headers
+
+
+def _all_excluded(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    excluded = [
+        {"provider": e.target.provider.slug, "model": e.target.model, "reason": e.reason}
+        for e in context.exclusions
+    ]
+    waits = [e.retry_after_seconds for e in context.exclusions if e.retry_after_seconds]
+    reasons = ", ".join(e.describe() for e in context.exclusions)
+    message = f"Service temporarily unavailable: every target is excluded ({reasons})."
+    body = error_body(
+        message, "service_unavailable", "all_targets_cooling_down",
+        diagnostics={"attempted": 0, "excluded": excluded},
+    )  # fmt: skip
+    if waits:
+        headers.append((b"retry-after", str(max(1, math.ceil(min(waits)))).encode()))
+    return 503, body, headers
+
+
+def stream_error_event(exc: BaseException) -> bytes:
+    """A final SSE event telling a streaming client that the upstream broke mid-stream."""
+    error = {
+        "message": f"The upstream stream ended unexpectedly ({type(exc).__name__}).",
+        "type": "upstream_error",
+        "code": "upstream_stream_interrupted",
+    }
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"

@@ -1,0 +1,90 @@
+"""Reads of the routing configuration (sync ORM; call through ``database_sync_to_async``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from routing.domain.config import (
+    ComboInfo,
+    ComboStep,
+    ConfigSnapshot,
+    ConnectionInfo,
+    KeyInfo,
+    ProviderInfo,
+)
+from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+
+
+def _provider_info(provider: Provider) -> ProviderInfo:
+    return ProviderInfo(
+        slug=provider.slug,
+        name=provider.name,
+        category=provider.category,
+        base_url=provider.base_url.rstrip("/"),
+        wire_format=provider.wire_format,
+        full_text_rules=provider.full_text_rules,
+        honors_rule_scope=provider.honors_rule_scope,
+        egress_bucketed_lock=provider.egress_bucketed_lock,
+        per_model_quota=provider.per_model_quota,
+    )
+
+
+def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
+    return ConnectionInfo(
+        id=connection.pk,
+        provider=connection.provider_id,
+        name=connection.name,
+        priority=connection.priority,
+        base_url=connection.effective_base_url,
+        auth_type=connection.auth_type,
+        secret=connection.get_secret(),
+        served_models=tuple(str(m) for m in connection.served_models or ()),
+        max_concurrent=connection.max_concurrent,
+        test_status=connection.test_status,
+        rate_limited_until=connection.rate_limited_until,
+        disable_cooling=connection.disable_cooling,
+    )
+
+
+def _key_info(key: ClientApiKey) -> KeyInfo:
+    return KeyInfo(
+        id=key.pk,
+        name=key.name,
+        prefix=key.prefix,
+        scopes=frozenset(key.scopes or ()),
+        allowed_models=tuple(key.allowed_models or ()),
+        allowed_connections=frozenset(c.pk for c in key.allowed_connections.all()),
+        is_active=key.is_active,
+        expires_at=key.expires_at,
+        revoked_at=key.revoked_at,
+    )
+
+
+def _combo_info(combo: Combo) -> ComboInfo:
+    steps = tuple(
+        ComboStep(t.provider_id, t.model, t.connection_id, t.weight) for t in combo.targets.all()
+    )
+    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps)
+
+
+def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
+    """Active connections grouped by provider, by priority then id."""
+    grouped: dict[str, list[ConnectionInfo]] = defaultdict(list)
+    queryset = ProviderConnection.objects.filter(is_active=True).select_related("provider")
+    for connection in queryset.order_by("priority", "id"):
+        grouped[connection.provider_id].append(_connection_info(connection))
+    return {provider: tuple(items) for provider, items in grouped.items()}
+
+
+def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapshot:
+    """Materialise the whole routing configuration into frozen data."""
+    keys = ClientApiKey.objects.prefetch_related("allowed_connections")
+    combos = Combo.objects.filter(is_active=True).prefetch_related("targets")
+    return ConfigSnapshot(
+        version=version,
+        remote_version=remote_version,
+        providers={p.slug: _provider_info(p) for p in Provider.objects.all()},
+        connections=connection_list_routable(),
+        keys_by_hash={k.key_hash: _key_info(k) for k in keys},
+        combos={c.name: _combo_info(c) for c in combos},
+    )

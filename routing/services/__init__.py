@@ -1,0 +1,23 @@
+"""The one write path for routing configuration. Admin, API and commands call these."""
+
+from routing.services.combos import combo_delete, combo_save
+from routing.services.connections import (
+    connection_clear_error,
+    connection_delete,
+    connection_save,
+)
+from routing.services.keys import api_key_create, api_key_revoke, api_key_update
+from routing.services.providers import provider_delete, provider_save
+
+__all__ = [
+    "api_key_create",
+    "api_key_revoke",
+    "api_key_update",
+    "combo_delete",
+    "combo_save",
+    "connection_clear_error",
+    "connection_delete",
+    "connection_save",
+    "provider_delete",
+    "provider_save",
+]

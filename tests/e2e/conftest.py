@@ -1,0 +1,160 @@
+"""End-to-end harness: a real daphne gateway process and the fake upstream on 127.0.0.1.
+
+The gateway runs as ``manage.py serve`` in a subprocess with its own data directory (and the
+CI pass's DATABASE_URL / REDIS_URL when set), configured only through the management API,
+exactly as an operator would. Every test builds its own provider, connections and key, so tests
+share one gateway without sharing state.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from routing.fakeupstream import FakeUpstream
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM_SECRET = "sk-upstream-e2e-SECRET-0123456789"
+READ_TIMEOUT_SECONDS = 1.5
+MAX_BODY_BYTES = 64 * 1024
+
+pytestmark = pytest.mark.e2e
+
+
+def _manage(*args: str, env: dict[str, str]) -> str:
+    argv = [sys.executable, str(ROOT / "manage.py"), *args]
+    return subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def _gateway_env(data_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        OMNIROUTE_DATA_DIR=str(data_dir),
+        OMNIROUTE_DEBUG="0",
+        OMNIROUTE_SECRET_KEY="e2e-" + secrets.token_hex(16),
+        OMNIROUTE_UPSTREAM_READ_TIMEOUT=str(READ_TIMEOUT_SECONDS),
+        OMNIROUTE_MAX_BODY_BYTES=str(MAX_BODY_BYTES),
+        OMNIROUTE_REDIS_PREFIX=f"omniroute-e2e-{secrets.token_hex(6)}:",
+        OMNIROUTE_LOG_LEVEL="WARNING",
+    )
+    return env
+
+
+def _wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the gateway exited with {process.returncode}")
+        try:
+            httpx.get(f"{url}/v1/models", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise RuntimeError(f"the gateway did not answer within {timeout} s")
+
+
+@dataclass
+class Gateway:
+    """A running gateway and an operator client for its management API."""
+
+    url: str
+    manage_key: str
+    api: httpx.Client = field(init=False)
+
+    def __post_init__(self) -> None:
+        headers = {"authorization": f"Bearer {self.manage_key}"}
+        self.api = httpx.Client(base_url=self.url, headers=headers, timeout=10)
+
+    def post(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        response = self.api.post(path, json=payload)
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    def client(self, key: str, timeout: float = 10) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.url}/v1", headers={"authorization": f"Bearer {key}"}, timeout=timeout
+        )
+
+
+@pytest.fixture(scope="session")
+def fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream().start() as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    env = _gateway_env(tmp_path_factory.mktemp("gateway"))
+    _manage("migrate", "--noinput", "-v", "0", env=env)
+    manage_key = _manage("createapikey", "--name", "e2e-operator", "--scope", "manage", env=env)
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port)]
+    process = subprocess.Popen(argv, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait_until_serving(url, process)
+        yield Gateway(url, manage_key.strip())
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+
+
+@dataclass
+class Route:
+    """One test's provider, its connections (in priority order) and a client key."""
+
+    provider: str
+    connections: list[int]
+    key: str
+
+    def model(self, name: str = "gpt-test") -> str:
+        return f"{self.provider}/{name}"
+
+
+def make_route(
+    gateway: Gateway,
+    fake: FakeUpstream,
+    *scenarios: dict[str, Any],
+    models: list[str] | None = None,
+) -> Route:
+    """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
+    slug = f"e2e-{secrets.token_hex(4)}"
+    gateway.post(
+        "/api/providers/",
+        {"slug": slug, "name": slug, "category": "api_key", "base_url": fake.base_url()},
+    )
+    ids = []
+    for priority, knobs in enumerate(scenarios or ({},), start=1):
+        connection = gateway.post(
+            "/api/connections/",
+            {"provider": slug, "name": f"c{priority}", "priority": priority,
+             "base_url": _scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET},
+        )  # fmt: skip
+        ids.append(connection["id"])
+    allowed = models if models is not None else [f"{slug}/*"]
+    key = gateway.post("/api/keys/", {"name": f"{slug}-client", "allowed_models": allowed})
+    return Route(slug, ids, key["key"])
+
+
+def _scenario_url(fake: FakeUpstream, slug: str, index: int, knobs: dict[str, Any]) -> str:
+    # The fake applies the knobs after /s/ and ignores the rest of the path up to
+    # /chat/completions, so the path also tells which test and connection a request came from.
+    return f"{fake.url}/s/{urlencode(knobs or {'chunk_size': 8})}/r/{slug}/c{index}/v1"
+
+
+def records(fake: FakeUpstream, route: Route, connection: int | None = None) -> list[Any]:
+    """The fake's records of chat requests from this route (or from its n-th connection)."""
+    marker = f"/r/{route.provider}/" + (f"c{connection}/" if connection else "")
+    return [r for r in fake.requests if marker in r.path and r.path.endswith("/completions")]

@@ -1,0 +1,73 @@
+"""Routing fixtures, each asked for by name (no autouse data)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from routing.domain.vocabulary import Scope
+from routing.models import Provider, ProviderConnection
+from routing.services import api_key_create, connection_save
+
+UPSTREAM_SECRET = "sk-upstream-SECRET-1234567890"
+
+
+@pytest.fixture
+def provider(db: None) -> Provider:
+    """The ``mock`` provider seeded by ``0002_seed_providers``."""
+    return Provider.objects.get(slug="mock")
+
+
+@pytest.fixture
+def other_provider(db: None) -> Provider:
+    """A second seeded provider, for cross-provider checks."""
+    return Provider.objects.get(slug="openai")
+
+
+@pytest.fixture
+def connection(provider: Provider) -> ProviderConnection:
+    """A connection to ``provider`` holding ``UPSTREAM_SECRET``."""
+    return connection_save(
+        connection=ProviderConnection(),
+        fields={"provider": provider, "name": "primary"},
+        secret=UPSTREAM_SECRET,
+    )
+
+
+@pytest.fixture
+def manage_key(db: None) -> str:
+    """The plaintext of a key with the ``manage`` scope."""
+    _, plaintext = api_key_create(name="operator", scopes=[Scope.MANAGE])
+    return plaintext
+
+
+@pytest.fixture
+def plain_key(db: None) -> str:
+    """The plaintext of a key without any scope."""
+    _, plaintext = api_key_create(name="client")
+    return plaintext
+
+
+@pytest.fixture
+def api_client() -> APIClient:
+    """An unauthenticated DRF client."""
+    return APIClient()
+
+
+@pytest.fixture
+def manage_client(api_client: APIClient, manage_key: str) -> APIClient:
+    """A DRF client sending the manage key as a Bearer token."""
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage_key}")
+    return api_client
+
+
+@pytest.fixture
+def staff_client(django_user_model: Any) -> Client:
+    """A Django client logged in as a superuser."""
+    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
+    client = Client()
+    client.force_login(user)
+    return client
