@@ -37,7 +37,7 @@ NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
 
 
-class ProxyConsumer(AsyncHttpConsumer):  # type: ignore[misc]  # channels ships no types
+class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsumer is Any
     """Common shell: method check, body limit, auth, errors, request id."""
 
     allowed_methods: tuple[str, ...] = ("POST",)

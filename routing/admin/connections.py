@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
-from routing.api.serializers import cooldown_remaining_seconds
+from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import TestStatus
 from routing.models import ProviderConnection
 from routing.services import connection_clear_error, connection_delete, connection_save

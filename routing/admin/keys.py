@@ -13,7 +13,7 @@ from django.utils import timezone
 from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey
-from routing.services import api_key_create, api_key_revoke, api_key_update
+from routing.services import api_key_create, api_key_delete, api_key_revoke, api_key_update
 
 KEY_FIELDS = ("name", "scopes", "allowed_models", "expires_at", "is_active")
 
@@ -33,13 +33,6 @@ class ClientApiKeyForm(ModelFormBase):
     class Meta:
         model = ClientApiKey
         fields = (*KEY_FIELDS, "allowed_connections")
-
-
-def _key_delete(key: ClientApiKey) -> None:
-    # There is no api_key_delete service yet: revoking through the service first is what
-    # invalidates the routing snapshot, so a deleted key stops authenticating at once.
-    api_key_revoke(key=key, now=timezone.now())
-    key.delete()
 
 
 @admin.register(ClientApiKey)
@@ -94,11 +87,11 @@ class ClientApiKeyAdmin(ServiceAdmin):
         """Nothing left to save: the services wrote ``allowed_connections``."""
 
     def delete_model(self, request: HttpRequest, obj: ClientApiKey) -> None:
-        _key_delete(obj)
+        api_key_delete(key=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ClientApiKey]) -> None:
         for key in queryset:
-            _key_delete(key)
+            api_key_delete(key=key)
 
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ClientApiKey]) -> None:

@@ -6,6 +6,8 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
@@ -72,3 +74,19 @@ class IsOperator(BasePermission):
         if user is not None and getattr(user, "is_staff", False) and user.is_active:
             return True
         return has_scope(request, Scope.MANAGE)
+
+
+class ClientKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call, unused-ignore]
+    """Documents ``ClientKeyAuthentication``: a Bearer token or ``x-api-key`` (either one)."""
+
+    target_class = "routing.api.auth.ClientKeyAuthentication"
+    name = ["clientKeyBearer", "clientKeyHeader"]
+
+    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
+        return [{"clientKeyBearer": []}, {"clientKeyHeader": []}]
+
+    def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
+        bearer = build_bearer_security_scheme_object(
+            header_name="Authorization", token_prefix="Bearer"
+        )
+        return [bearer, {"type": "apiKey", "in": "header", "name": "x-api-key"}]

@@ -6,22 +6,14 @@ Secrets are write-only, and a client key's plaintext only appears in the create 
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 from rest_framework import serializers
 
+from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
-
-
-def cooldown_remaining_seconds(until: datetime | None, now: datetime) -> int:
-    """Whole seconds left before ``until`` (rounded up), 0 when none or past."""
-    if until is None or until <= now:
-        return 0
-    return math.ceil((until - now).total_seconds())
 
 
 def _secret_field() -> serializers.CharField:

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from drf_spectacular.plumbing import build_bearer_security_scheme_object
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
@@ -30,6 +27,7 @@ from routing.api.serializers import (
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.services import (
     api_key_create,
+    api_key_delete,
     api_key_revoke,
     api_key_update,
     combo_delete,
@@ -40,22 +38,6 @@ from routing.services import (
     provider_delete,
     provider_save,
 )
-
-
-class ClientKeyAuthenticationScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call, unused-ignore]
-    """Documents ``ClientKeyAuthentication``: a Bearer token or ``x-api-key`` (either one)."""
-
-    target_class = "routing.api.auth.ClientKeyAuthentication"
-    name = ["clientKeyBearer", "clientKeyHeader"]
-
-    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
-        return [{"clientKeyBearer": []}, {"clientKeyHeader": []}]
-
-    def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
-        bearer = build_bearer_security_scheme_object(
-            header_name="Authorization", token_prefix="Bearer"
-        )
-        return [bearer, {"type": "apiKey", "in": "header", "name": "x-api-key"}]
 
 
 class ProviderViewSet(viewsets.ModelViewSet[Provider]):
@@ -142,12 +124,8 @@ class ClientApiKeyViewSet(viewsets.ModelViewSet[ClientApiKey]):
         connections = fields.pop("allowed_connections", None)
         api_key_update(key=serializer.instance, fields=fields, allowed_connections=connections)
 
-    @transaction.atomic
     def perform_destroy(self, instance: ClientApiKey) -> None:
-        # There is no api_key_delete service yet: revoking through the service first is what
-        # invalidates the routing snapshot, so a deleted key stops authenticating at once.
-        api_key_revoke(key=instance, now=timezone.now())
-        instance.delete()
+        api_key_delete(key=instance)
 
     @extend_schema(request=None, responses=ClientApiKeySerializer)
     @action(detail=True, methods=["post"])

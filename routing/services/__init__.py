@@ -6,11 +6,12 @@ from routing.services.connections import (
     connection_delete,
     connection_save,
 )
-from routing.services.keys import api_key_create, api_key_revoke, api_key_update
+from routing.services.keys import api_key_create, api_key_delete, api_key_revoke, api_key_update
 from routing.services.providers import provider_delete, provider_save
 
 __all__ = [
     "api_key_create",
+    "api_key_delete",
     "api_key_revoke",
     "api_key_update",
     "combo_delete",

@@ -73,6 +73,13 @@ def api_key_update(
 
 
 @transaction.atomic
+def api_key_delete(*, key: ClientApiKey) -> None:
+    """Delete a key; it stops authenticating at once."""
+    key.delete()
+    announce_change()
+
+
+@transaction.atomic
 def api_key_revoke(*, key: ClientApiKey, now: datetime) -> ClientApiKey:
     """Revoke a key for good: it stops authenticating at once."""
     if key.revoked_at is None:
