@@ -11,5 +11,6 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/", include("resilience.api.urls")),
     path("api/", include("routing.api.urls")),
 ]

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from routing.domain.config import KeyInfo
+from resilience.domain.breaker import Permit
+
+from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, should_fail_over
 from routing.domain.planning import RoutePlan, Target
 from routing.payload import encode_for_target
@@ -45,7 +47,9 @@ class AttemptContext:
     key: KeyInfo
     plan: RoutePlan
     stream: bool
+    snapshot: ConfigSnapshot = field(default_factory=ConfigSnapshot)
     started: float = field(default_factory=time.monotonic)
+    permits: dict[str, Permit] = field(default_factory=dict)
     exclusions: list[Exclusion] = field(default_factory=list)
     attempts: list[tuple[Target, Outcome]] = field(default_factory=list)
 

@@ -19,12 +19,16 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 from django.utils import timezone
 
+from resilience.services.housekeeping import resilience_ready
+from resilience.state import get_store
+from resilience.store import StateStore
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 from routing.domain.auth import authenticate, presented_key
 from routing.domain.catalog import model_list
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.errors import GatewayError
 from routing.domain.planning import plan_route
+from routing.guards import default_filters, default_recorders
 from routing.payload import parse_chat_request
 from routing.relay import failure_response, reply_headers, stream_error_event
 from routing.snapshot import current_snapshot
@@ -37,6 +41,19 @@ NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
 
 
+_loops: dict[tuple[int, int], tuple[Upstream, StateStore, AttemptLoop]] = {}
+
+
+def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
+    """The attempt loop with every resilience filter and recorder, built once per pair."""
+    cached = _loops.get((id(upstream), id(store)))
+    if cached is not None and cached[0] is upstream and cached[1] is store:
+        return cached[2]
+    loop = AttemptLoop(upstream, default_filters(store), default_recorders(store))
+    _loops[(id(upstream), id(store))] = (upstream, store, loop)
+    return loop
+
+
 class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsumer is Any
     """Common shell: method check, body limit, auth, errors, request id."""
 
@@ -44,9 +61,16 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
     # The proxy needs no channel layer; skipping it saves a channel per request.
     channel_layer_alias = NO_CHANNEL_LAYER
 
-    def __init__(self, *args: Any, upstream: Upstream | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        upstream: Upstream | None = None,
+        store: StateStore | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.upstream = upstream or _default_upstream
+        self.store = store or get_store()
         self.request_id = secrets.token_hex(12)
         self.body_size = 0
         self.rejected = False
@@ -137,19 +161,17 @@ def _too_large() -> GatewayError:
 class ChatCompletionsConsumer(ProxyConsumer):
     """``POST /v1/chat/completions``, streaming and not."""
 
-    def loop(self) -> AttemptLoop:
-        return AttemptLoop(self.upstream)
-
     async def serve(self, body: bytes) -> None:
         payload = parse_chat_request(body)
         snapshot, key = await self.authenticated()
         plan = plan_route(snapshot, payload["model"], key)
         stream = bool(payload.get("stream", False))
-        context = AttemptContext(self.request_id, key, plan, stream)
+        await resilience_ready(self.store)
+        context = AttemptContext(self.request_id, key, plan, stream, snapshot)
         await self.race_disconnect(self._attempt_and_relay(context, payload))
 
     async def _attempt_and_relay(self, context: AttemptContext, payload: dict[str, Any]) -> None:
-        result = await self.loop().run(context, payload)
+        result = await attempt_loop(self.upstream, self.store).run(context, payload)
         if result.reply is None:
             status, body, headers = failure_response(context)
             await self.send_response(status, body, headers=headers + self.base_headers())

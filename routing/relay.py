@@ -11,6 +11,7 @@ from routing.attempts import AttemptContext
 from routing.domain.errors import error_body, upstream_error_body
 from routing.domain.outcomes import OutcomeKind
 from routing.domain.planning import Target
+from routing.domain.vocabulary import ExclusionReason
 from routing.upstream import UpstreamReply
 
 Headers = list[tuple[bytes, bytes]]
@@ -61,7 +62,41 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
     return 502, error_body(message, "upstream_error", "upstream_unreachable"), headers
 
 
+def _retry_after_seconds(seconds: float) -> int:
+    """Whole seconds, rounded up, at least 1 (reference-part1 §2.8)."""
+    return max(1, math.ceil(seconds))
+
+
+def _provider_circuit_open(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    provider = context.exclusions[0].target.provider.slug
+    retry_after = _retry_after_seconds(min(e.retry_after_seconds or 0 for e in context.exclusions))
+    body = error_body(
+        f"Provider {provider} circuit breaker is open", "server_error", "provider_circuit_open",
+    )  # fmt: skip
+    payload = orjson.loads(body)
+    payload["error"].update(provider=provider, retry_after=retry_after)
+    headers += [
+        (b"retry-after", str(retry_after).encode()),
+        (b"x-omniroute-provider-breaker", b"open"),
+    ]
+    return 503, orjson.dumps(payload), headers
+
+
+def _only_one_open_circuit(context: AttemptContext) -> bool:
+    """Single-model request whose every target was skipped by one open provider breaker."""
+    exclusions = context.exclusions
+    providers = {e.target.provider.slug for e in exclusions}
+    reasons = {e.reason for e in exclusions}
+    return (
+        context.plan.combo is None
+        and reasons == {ExclusionReason.CIRCUIT_OPEN}
+        and len(providers) == 1
+    )
+
+
 def _all_excluded(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    if _only_one_open_circuit(context):
+        return _provider_circuit_open(context, headers)
     excluded = [
         {"provider": e.target.provider.slug, "model": e.target.model, "reason": e.reason}
         for e in context.exclusions
@@ -74,7 +109,7 @@ def _all_excluded(context: AttemptContext, headers: Headers) -> tuple[int, bytes
         diagnostics={"attempted": 0, "excluded": excluded},
     )  # fmt: skip
     if waits:
-        headers.append((b"retry-after", str(max(1, math.ceil(min(waits)))).encode()))
+        headers.append((b"retry-after", str(_retry_after_seconds(min(waits))).encode()))
     return 503, body, headers
 
 

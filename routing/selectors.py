@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 
+from resilience.domain.policies import breaker_policy_for, window_gate_policy_for
+from resilience.selectors import resilience_settings_current
 from routing.domain.config import (
     ComboInfo,
     ComboStep,
@@ -80,11 +83,22 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
     """Materialise the whole routing configuration into frozen data."""
     keys = ClientApiKey.objects.prefetch_related("allowed_connections")
     combos = Combo.objects.filter(is_active=True).prefetch_related("targets")
+    providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
+    settings = resilience_settings_current()
+    gates = {
+        slug: window_gate_policy_for(p.category, settings, os.environ)
+        for slug, p in providers.items()
+    }
     return ConfigSnapshot(
         version=version,
         remote_version=remote_version,
-        providers={p.slug: _provider_info(p) for p in Provider.objects.all()},
+        providers=providers,
         connections=connection_list_routable(),
         keys_by_hash={k.key_hash: _key_info(k) for k in keys},
         combos={c.name: _combo_info(c) for c in combos},
+        breaker_policies={
+            slug: breaker_policy_for(p.category, settings, os.environ)
+            for slug, p in providers.items()
+        },
+        gate_policies={slug: gate for slug, gate in gates.items() if gate is not None},
     )

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from resilience.domain.breaker import BreakerPolicy
+
+from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
 from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 
@@ -101,6 +104,9 @@ class ComboInfo:
     steps: tuple[ComboStep, ...]
 
 
+DEFAULT_BREAKER_POLICY = BreakerPolicy()
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigSnapshot:
     """Everything the proxy reads per request, immutable."""
@@ -111,6 +117,16 @@ class ConfigSnapshot:
     connections: dict[str, tuple[ConnectionInfo, ...]] = field(default_factory=dict)
     keys_by_hash: dict[str, KeyInfo] = field(default_factory=dict)
     combos: dict[str, ComboInfo] = field(default_factory=dict)
+    breaker_policies: dict[str, BreakerPolicy] = field(default_factory=dict)
+    gate_policies: dict[str, WindowGatePolicy] = field(default_factory=dict)
+
+    def breaker_policy(self, provider: str) -> BreakerPolicy:
+        """The provider's breaker policy (its profile with the operator's settings)."""
+        return self.breaker_policies.get(provider) or DEFAULT_BREAKER_POLICY
+
+    def window_gate_policy(self, provider: str) -> WindowGatePolicy | None:
+        """The provider's window-gate policy, or ``None`` while the gate is off."""
+        return self.gate_policies.get(provider)
 
     def connections_for(self, provider: str) -> tuple[ConnectionInfo, ...]:
         """A provider's active connections, by priority (lower first)."""

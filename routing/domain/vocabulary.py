@@ -81,3 +81,13 @@ class Strategy(StrEnum):
 
 # Strategies the attempt loop can run today; the rest are refused with a clear message.
 IMPLEMENTED_STRATEGIES = frozenset({Strategy.PRIORITY})
+
+
+class ExclusionReason(StrEnum):
+    """Why the attempt loop skipped a target without trying it (reference-part2 §7.3)."""
+
+    CIRCUIT_OPEN = "circuit_open"
+    PROVIDER_COOLDOWN = "provider_cooldown"
+    CONNECTION_COOLDOWN = "connection_cooldown"
+    MODEL_LOCKOUT = "model_lockout"
+    UNAVAILABLE = "unavailable"

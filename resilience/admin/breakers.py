@@ -1,0 +1,80 @@
+"""The breaker list: each provider's persisted breaker at a glance, reset as an action."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from resilience.domain.breaker import Breaker, BreakerState
+from resilience.models import CircuitBreaker
+from resilience.persistence import policy_from_dict
+from resilience.services.operations import breakers_reset
+from routing.admin._base import ModelAdminBase, human_seconds
+
+STATE_COLOURS = {
+    BreakerState.CLOSED: "#2e7d32",
+    BreakerState.DEGRADED: "#f9a825",
+    BreakerState.OPEN: "#c62828",
+    BreakerState.HALF_OPEN: "#ef6c00",
+}
+RECENT_TRANSITIONS = 3
+
+
+def _breaker(row: CircuitBreaker) -> Breaker:
+    return Breaker.from_dict(row.options or {})
+
+
+@admin.register(CircuitBreaker)
+class CircuitBreakerAdmin(ModelAdminBase):
+    """Read-only breaker state; operators act through the reset action."""
+
+    list_display = (
+        "name", "coloured_state", "failure_count", "retry_after", "open_cycles",
+        "recent_transitions", "updated_at",
+    )  # fmt: skip
+    list_filter = ("state",)
+    search_fields = ("name",)
+    readonly_fields = ("name", "state", "failure_count", "last_failure_time", "options")
+    actions = ("reset_breakers",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="state", ordering="state")
+    def coloured_state(self, row: CircuitBreaker) -> str:
+        state = _breaker(row).state
+        colour = STATE_COLOURS.get(state, "#555")
+        return format_html('<b style="color:{}">{}</b>', colour, state.value.upper())
+
+    @admin.display(description="retry after")
+    def retry_after(self, row: CircuitBreaker) -> str:
+        policy = policy_from_dict((row.options or {}).get("policy"))
+        return human_seconds(int(_breaker(row).retry_after(policy, time.time()) + 0.999))
+
+    @admin.display(description="open cycles")
+    def open_cycles(self, row: CircuitBreaker) -> int:
+        return _breaker(row).open_cycle_count
+
+    @admin.display(description="recent transitions")
+    def recent_transitions(self, row: CircuitBreaker) -> str:
+        steps = _breaker(row).transitions[-RECENT_TRANSITIONS:]
+        return format_html_join(
+            "", "<div>{} → {} ({})</div>",
+            ((s.from_state.value, s.to_state.value, s.reason) for s in reversed(steps)),
+        ) or "—"  # fmt: skip
+
+    def has_reset_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("resilience.change_circuitbreaker"))
+
+    @admin.action(description="Reset selected breakers to closed", permissions=["reset"])
+    def reset_breakers(self, request: HttpRequest, queryset: QuerySet[CircuitBreaker]) -> None:
+        count = breakers_reset(names=list(queryset.values_list("name", flat=True)))
+        self.message_user(request, f"Reset {count} breaker(s).", messages.SUCCESS)

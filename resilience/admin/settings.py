@@ -1,0 +1,122 @@
+"""Django admin for resilience: the settings page (one document, edited field by field).
+
+The form has one field per ``SCHEMA`` row, labelled with its dotted path. Only the fields the
+operator changed form the patch, so untouched settings keep following their defaults and
+environment overrides. ``clean()`` runs the API's strict ``validate_patch`` and saving calls
+``resilience_settings_update``: the same rules and the same write path as ``PATCH
+/api/resilience``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from resilience.domain.settings import (
+    ROOT_FIELD,
+    SCHEMA,
+    FieldSpec,
+    Kind,
+    SettingsError,
+    flatten,
+    unflatten,
+    validate_patch,
+)
+from resilience.models import ResilienceSettings
+from resilience.selectors import SETTINGS_PK
+from resilience.services import resilience_settings_document, resilience_settings_update
+from routing.admin._base import ModelAdminBase, ModelFormBase
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
+
+
+def field_name(path: str) -> str:
+    """The form field of a dotted settings path (dots do not belong in HTML ids)."""
+    return path.replace(".", "__")
+
+
+def _form_field(path: str, spec: FieldSpec) -> forms.Field:
+    # No min/max here: the bounds are validate_patch's to check, with the API's messages.
+    if spec.kind is Kind.BOOL:
+        return forms.BooleanField(label=path, required=False)
+    return forms.IntegerField(label=path, help_text=f"{spec.minimum:,} – {spec.maximum:,}")
+
+
+class _SettingsFormBase(ModelFormBase):
+    """Initial values are the resolved document; ``patch`` holds the validated changes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.current = resilience_settings_document()
+        for path, value in flatten(self.current).items():
+            self.initial.setdefault(field_name(path), value)
+        self.patch: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        changed = {p: cleaned[field_name(p)] for p in SCHEMA if field_name(p) in self.changed_data}
+        if self.errors or not changed:
+            return cleaned
+        try:
+            self.patch = validate_patch(unflatten(changed), self.current)
+        except SettingsError as exc:
+            for path, message in exc.errors.items():
+                self.add_error(None if path == ROOT_FIELD else field_name(path), message)
+        return cleaned
+
+    class Meta:
+        model = ResilienceSettings
+        fields: list[str] = []
+
+
+ResilienceSettingsForm = type(
+    "ResilienceSettingsForm",
+    (_SettingsFormBase,),
+    {field_name(path): _form_field(path, spec) for path, spec in SCHEMA.items()},
+)
+
+
+def _fieldsets() -> _FieldsetSpec:
+    groups: dict[str, list[str]] = {}
+    for path in SCHEMA:
+        groups.setdefault(path.rsplit(".", 1)[0], []).append(field_name(path))
+    return [(group, {"fields": tuple(names)}) for group, names in groups.items()]
+
+
+@admin.register(ResilienceSettings)
+class ResilienceSettingsAdmin(ModelAdminBase):
+    """One page: the changelist redirects to it; nothing to add or delete."""
+
+    form = ResilienceSettingsForm
+    fieldsets = _fieldsets()
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> ResilienceSettings | None:
+        """The row, or an unsaved one before the first save (the service creates it)."""
+        if object_id != str(SETTINGS_PK):
+            return None
+        return ResilienceSettings.objects.filter(pk=SETTINGS_PK).first() or ResilienceSettings(
+            pk=SETTINGS_PK
+        )
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        url = reverse("admin:resilience_resiliencesettings_change", args=[SETTINGS_PK])
+        return HttpResponseRedirect(url)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if form.patch:
+            resilience_settings_update(patch=form.patch)

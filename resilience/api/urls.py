@@ -1,0 +1,14 @@
+"""Resilience routes of the management API (included under ``/api/``)."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from resilience.api.health import BreakerResetApi, HealthApi
+from resilience.api.settings import ResilienceSettingsApi
+
+urlpatterns = [
+    path("resilience", ResilienceSettingsApi.as_view(), name="resilience-settings"),
+    path("resilience/reset", BreakerResetApi.as_view(), name="resilience-reset"),
+    path("monitoring/health", HealthApi.as_view(), name="monitoring-health"),
+]

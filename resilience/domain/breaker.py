@@ -1,0 +1,481 @@
+"""Provider circuit breaker: a pure state machine (reference-part1 §2, spec decisions 1-2).
+
+Stdlib only. Time is ``now``, epoch seconds as a float, passed to every call; nothing here
+reads a clock or storage. Values are frozen: every method returns a new :class:`Breaker` and
+the caller decides what to persist.
+
+Transitions (the reason is recorded in the ring of the last 20):
+
+* CLOSED → DEGRADED ``degraded``: failure_count reached the degradation threshold.
+* CLOSED/DEGRADED → OPEN ``threshold``: failure_count reached the failure threshold. This is
+  checked first, so a degradation threshold ≥ the failure threshold skips DEGRADED.
+* DEGRADED → CLOSED ``recovery``: successes brought failure_count down to the degradation
+  threshold (each success in CLOSED/DEGRADED takes one failure off).
+* OPEN → HALF_OPEN ``cooldown-elapsed``: lazily, on any read once the effective cooldown
+  (adaptive backoff, or the failure kind's override) has elapsed since the last failure.
+* HALF_OPEN → CLOSED ``probe-success``: a success carrying a probe permit of this generation.
+* HALF_OPEN → OPEN ``probe-failed``: a failure while half open; open_cycle_count += 1.
+* OPEN → CLOSED ``success-recovery``: a success while open (callers normally drop these).
+* any → CLOSED ``manual-reset``.
+
+Every transition bumps the probe generation and clears the probe start. Not a transition: a
+HALF_OPEN probe older than the reset timeout is re-armed (its slot comes back and the
+generation moves on, so the stale probe's late result is ignored).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, TypeGuard, TypeVar
+
+from resilience.domain.profiles import ProviderProfile
+
+HISTORY_LIMIT = 20  # transitions kept per breaker
+HINT_COOLDOWNS: Mapping[str, float] = {"rate_limit": 60.0, "quota_exhausted": 3600.0}
+
+
+class BreakerState(StrEnum):
+    """The four breaker states; DEGRADED still passes traffic."""
+
+    CLOSED = "closed"
+    DEGRADED = "degraded"
+    OPEN = "open"
+    HALF_OPEN = "half_open"
+
+
+class FailureKind(StrEnum):
+    """What kind of failure was recorded (only matters with kind cooldowns)."""
+
+    RATE_LIMIT = "rate_limit"
+    QUOTA_EXHAUSTED = "quota_exhausted"
+    TRANSIENT = "transient"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerPolicy:
+    """How a breaker trips and recovers; times in seconds."""
+
+    failure_threshold: int = 5
+    reset_timeout: float = 30.0
+    half_open_requests: int = 1
+    degradation_threshold: int | None = None  # None: ceil(60 % of failure_threshold), min 1
+    max_backoff_multiplier: int = 16
+    backoff_escalation_count: int = 3
+    cooldown_by_kind: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.failure_threshold < 1 or self.half_open_requests < 1:
+            raise ValueError("failure_threshold and half_open_requests must be at least 1")
+        if self.reset_timeout < 0 or self.max_backoff_multiplier < 1:
+            raise ValueError("reset_timeout must be >= 0 and max_backoff_multiplier >= 1")
+
+    @property
+    def effective_degradation_threshold(self) -> int:
+        """The failure count that enters DEGRADED: explicit, or ceil(60 % of the threshold)."""
+        if self.degradation_threshold is not None:
+            return max(1, self.degradation_threshold)
+        return max(1, (3 * self.failure_threshold + 4) // 5)
+
+    @classmethod
+    def from_profile(
+        cls,
+        profile: ProviderProfile,
+        *,
+        failure_threshold: int | None = None,
+        degradation_threshold: int | None = None,
+        reset_timeout_ms: int | None = None,
+        use_429_hints: bool = False,
+    ) -> BreakerPolicy:
+        """The profile's breaker numbers, overridden by the operator's settings when given.
+
+        ``use_429_hints`` is the upstream-429 hint mode: the last failure's kind picks the
+        cooldown (rate limit 60 s, quota exhausted 1 h) instead of the reset timeout.
+        """
+        threshold = _pick(failure_threshold, profile.circuit_breaker_threshold)
+        reset_ms = _pick(reset_timeout_ms, profile.circuit_breaker_reset_ms)
+        return cls(
+            failure_threshold=max(1, threshold),
+            reset_timeout=max(0, reset_ms) / 1000,
+            degradation_threshold=_pick(degradation_threshold, profile.degradation_threshold),
+            max_backoff_multiplier=max(1, profile.max_backoff_multiplier),
+            backoff_escalation_count=profile.backoff_escalation_count,
+            cooldown_by_kind=dict(HINT_COOLDOWNS) if use_429_hints else {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One entry of the transition history; ``failure_count`` is the count after the change."""
+
+    from_state: BreakerState
+    to_state: BreakerState
+    at: float
+    failure_count: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """A dispatch slot from :meth:`Breaker.acquire`; hand it back with the result."""
+
+    probe: bool
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """The state and counters of one breaker (a provider, or a provider connection)."""
+
+    state: BreakerState = BreakerState.CLOSED
+    failure_count: int = 0
+    success_count: int = 0
+    last_failure_at: float | None = None
+    last_failure_kind: FailureKind | None = None
+    kind_failure_counts: Mapping[str, int] = field(default_factory=dict)
+    open_cycle_count: int = 0
+    half_open_allowed: int = 0
+    probe_started_at: float | None = None
+    probe_generation: int = 0
+    transitions: tuple[Transition, ...] = ()
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def refreshed(self, policy: BreakerPolicy, now: float) -> Breaker:
+        """The lazy refresh: OPEN → HALF_OPEN once cooled down; re-arm a stale probe slot."""
+        if self.state == BreakerState.OPEN and self._cooled_down(policy, now):
+            half_open = self._moved(BreakerState.HALF_OPEN, now, "cooldown-elapsed")
+            return replace(half_open, half_open_allowed=policy.half_open_requests)
+        if self.state == BreakerState.HALF_OPEN and self._probe_is_stale(policy, now):
+            return replace(
+                self,
+                half_open_allowed=policy.half_open_requests,
+                probe_started_at=None,
+                probe_generation=self.probe_generation + 1,
+            )
+        return self
+
+    def can_execute(self, policy: BreakerPolicy, now: float) -> bool:
+        """Whether a request may go through now (read-only: takes no probe slot)."""
+        current = self.refreshed(policy, now)
+        if current.state == BreakerState.HALF_OPEN:
+            return current.half_open_allowed > 0
+        return current.state != BreakerState.OPEN
+
+    def retry_after(self, policy: BreakerPolicy, now: float) -> float:
+        """Seconds until a request may go through (0 when it may now)."""
+        current = self.refreshed(policy, now)
+        if current.state in (BreakerState.CLOSED, BreakerState.DEGRADED):
+            return 0.0
+        if current.state == BreakerState.HALF_OPEN:
+            if current.half_open_allowed > 0 or current.probe_started_at is None:
+                return 0.0
+            return max(0.0, policy.reset_timeout - (now - current.probe_started_at))
+        if current.last_failure_at is None:
+            return 0.0
+        return max(0.0, current.effective_cooldown(policy) - (now - current.last_failure_at))
+
+    def effective_reset_timeout(self, policy: BreakerPolicy) -> float:
+        """The reset timeout after adaptive backoff for the current open-cycle count."""
+        return _escalated(policy.reset_timeout, policy, self.open_cycle_count)
+
+    def effective_cooldown(self, policy: BreakerPolicy) -> float:
+        """How long OPEN lasts: the last failure kind's override if any, else the reset
+        timeout; either escalated by open cycles (capped at base × max_backoff_multiplier)."""
+        override = _kind_override(policy, self.last_failure_kind)
+        if override is None:
+            return self.effective_reset_timeout(policy)
+        return _escalated(override, policy, self.open_cycle_count)
+
+    @property
+    def is_pristine(self) -> bool:
+        """CLOSED with no failures or open cycles: behaves like a fresh breaker."""
+        return (
+            self.state == BreakerState.CLOSED
+            and self.failure_count == 0
+            and self.open_cycle_count == 0
+        )
+
+    # -- transitions --------------------------------------------------------------------------
+
+    def acquire(self, policy: BreakerPolicy, now: float) -> tuple[Breaker, Permit | None]:
+        """Take a slot right before dispatch: a permit, or None when the request must not go."""
+        current = self.refreshed(policy, now)
+        if current.state in (BreakerState.CLOSED, BreakerState.DEGRADED):
+            return current, Permit(probe=False, generation=current.probe_generation)
+        if current.state == BreakerState.HALF_OPEN and current.half_open_allowed > 0:
+            taken = replace(
+                current, half_open_allowed=current.half_open_allowed - 1, probe_started_at=now
+            )
+            return taken, Permit(probe=True, generation=current.probe_generation)
+        return current, None
+
+    def after_failure(
+        self,
+        policy: BreakerPolicy,
+        now: float,
+        kind: FailureKind | None = None,
+        permit: Permit | None = None,
+    ) -> Breaker:
+        """Record a failure (§2.3). OPEN, and results of stale probes, change nothing."""
+        current = self.refreshed(policy, now)
+        if current._is_stale(permit) or current.state == BreakerState.OPEN:
+            return current
+        return current._counted_failure(now, kind)._judged(policy, now)
+
+    def after_success(
+        self, policy: BreakerPolicy, now: float, permit: Permit | None = None
+    ) -> Breaker:
+        """Record a success (§2.3). HALF_OPEN closes only for a probe permit of this
+        generation; results of stale probes change nothing."""
+        current = self.refreshed(policy, now)
+        if current._is_stale(permit):
+            return current
+        if current.state == BreakerState.OPEN:
+            return current._cleared(now, "success-recovery")
+        if current.state == BreakerState.HALF_OPEN:
+            return current._probe_succeeded(now) if permit and permit.probe else current
+        return current._recovered_one(policy, now)
+
+    def reset(self, now: float) -> Breaker:
+        """Manual reset: CLOSED with every counter cleared (history kept)."""
+        return self._cleared(now, "manual-reset")
+
+    # -- serialisation ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe snapshot, read back by :meth:`from_dict`."""
+        return {
+            "state": str(self.state),
+            "failure_count": self.failure_count,
+            "success_count": self.success_count,
+            "last_failure_at": self.last_failure_at,
+            "last_failure_kind": _str_or_none(self.last_failure_kind),
+            "kind_failure_counts": dict(self.kind_failure_counts),
+            "open_cycle_count": self.open_cycle_count,
+            "half_open_allowed": self.half_open_allowed,
+            "probe_started_at": self.probe_started_at,
+            "probe_generation": self.probe_generation,
+            "transitions": [_transition_to_dict(step) for step in self.transitions],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, half_open_requests: int = 1) -> Breaker:
+        """Restore a snapshot, tolerating missing, unknown or malformed fields (§2.7).
+
+        Unknown states restore as CLOSED, unknown kinds as None. A HALF_OPEN breaker with no
+        probe in flight gets its probe slots back (the probe died with its process).
+        """
+        breaker = cls(
+            state=_enum(BreakerState, data.get("state")) or BreakerState.CLOSED,
+            failure_count=_count(data.get("failure_count")),
+            success_count=_count(data.get("success_count")),
+            last_failure_at=_time(data.get("last_failure_at")),
+            last_failure_kind=_enum(FailureKind, data.get("last_failure_kind")),
+            kind_failure_counts=_counts(data.get("kind_failure_counts")),
+            open_cycle_count=_count(data.get("open_cycle_count")),
+            half_open_allowed=_count(data.get("half_open_allowed")),
+            probe_started_at=_time(data.get("probe_started_at")),
+            probe_generation=_count(data.get("probe_generation")),
+            transitions=_transitions(data.get("transitions")),
+        )
+        if breaker.state == BreakerState.HALF_OPEN and breaker.probe_started_at is None:
+            slots = max(breaker.half_open_allowed, half_open_requests)
+            return replace(breaker, half_open_allowed=slots)
+        return breaker
+
+    def status(self, policy: BreakerPolicy, now: float) -> dict[str, Any]:
+        """The §2.7 status object (times in epoch ms), read on the refreshed breaker."""
+        current = self.refreshed(policy, now)
+        return {
+            "state": str(current.state),
+            "failureCount": current.failure_count,
+            "lastFailureTime": _ms(current.last_failure_at),
+            "retryAfterMs": math.ceil(round(current.retry_after(policy, now) * 1000, 6)),
+            "lastFailureKind": _str_or_none(current.last_failure_kind),
+            "openCycleCount": current.open_cycle_count,
+            "kindFailureCounts": dict(current.kind_failure_counts),
+            "degradationThreshold": policy.effective_degradation_threshold,
+            "effectiveResetTimeout": round(current.effective_reset_timeout(policy) * 1000),
+            "transitionHistory": [_transition_status(step) for step in current.transitions],
+        }
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _cooled_down(self, policy: BreakerPolicy, now: float) -> bool:
+        if self.last_failure_at is None:
+            return True
+        return now - self.last_failure_at >= self.effective_cooldown(policy)
+
+    def _probe_is_stale(self, policy: BreakerPolicy, now: float) -> bool:
+        if self.half_open_allowed > 0:
+            return False
+        # No slot and no probe start cannot happen through acquire(); re-arm rather than stick.
+        started = self.probe_started_at
+        return started is None or now - started >= policy.reset_timeout
+
+    def _is_stale(self, permit: Permit | None) -> bool:
+        return permit is not None and permit.probe and permit.generation != self.probe_generation
+
+    def _counted_failure(self, now: float, kind: FailureKind | None) -> Breaker:
+        counts = dict(self.kind_failure_counts)
+        if kind is not None:
+            counts[str(kind)] = counts.get(str(kind), 0) + 1
+        return replace(
+            self,
+            failure_count=self.failure_count + 1,
+            last_failure_at=now,
+            last_failure_kind=kind,
+            kind_failure_counts=counts,
+        )
+
+    def _judged(self, policy: BreakerPolicy, now: float) -> Breaker:
+        # The open check comes before the degraded one (a local profile skips DEGRADED).
+        if self.state == BreakerState.HALF_OPEN:
+            reopened = replace(self, open_cycle_count=self.open_cycle_count + 1)
+            return reopened._moved(BreakerState.OPEN, now, "probe-failed")
+        if self.failure_count >= policy.failure_threshold:
+            return self._moved(BreakerState.OPEN, now, "threshold")
+        degrading = self.failure_count >= policy.effective_degradation_threshold
+        if self.state == BreakerState.CLOSED and degrading:
+            return self._moved(BreakerState.DEGRADED, now, "degraded")
+        return self
+
+    def _probe_succeeded(self, now: float) -> Breaker:
+        closed = replace(
+            self,
+            success_count=self.success_count + 1,
+            failure_count=0,
+            last_failure_kind=None,
+            kind_failure_counts={},
+            open_cycle_count=0,
+        )
+        return closed._moved(BreakerState.CLOSED, now, "probe-success")
+
+    def _recovered_one(self, policy: BreakerPolicy, now: float) -> Breaker:
+        recovered = replace(self, failure_count=max(0, self.failure_count - 1))
+        back_in_band = recovered.failure_count <= policy.effective_degradation_threshold
+        if recovered.state == BreakerState.DEGRADED and back_in_band:
+            return recovered._moved(BreakerState.CLOSED, now, "recovery")
+        return recovered
+
+    def _cleared(self, now: float, reason: str) -> Breaker:
+        cleared = replace(
+            self,
+            failure_count=0,
+            success_count=0,
+            last_failure_at=None,
+            last_failure_kind=None,
+            kind_failure_counts={},
+            open_cycle_count=0,
+        )
+        return cleared._moved(BreakerState.CLOSED, now, reason)
+
+    def _moved(self, to: BreakerState, now: float, reason: str) -> Breaker:
+        step = Transition(self.state, to, now, self.failure_count, reason)
+        return replace(
+            self,
+            state=to,
+            half_open_allowed=0,
+            probe_started_at=None,
+            probe_generation=self.probe_generation + 1,
+            transitions=(*self.transitions, step)[-HISTORY_LIMIT:],
+        )
+
+
+# -- module helpers ---------------------------------------------------------------------------
+
+_E = TypeVar("_E", bound=StrEnum)
+_T = TypeVar("_T")
+
+
+def _pick(override: _T | None, default: _T) -> _T:
+    return default if override is None else override
+
+
+def _escalated(base: float, policy: BreakerPolicy, open_cycles: int) -> float:
+    exponent = open_cycles - policy.backoff_escalation_count
+    if exponent <= 0:
+        return base
+    return base * min(1 << min(exponent, 62), policy.max_backoff_multiplier)
+
+
+def _kind_override(policy: BreakerPolicy, kind: FailureKind | None) -> float | None:
+    value = None if kind is None else policy.cooldown_by_kind.get(str(kind))
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _str_or_none(value: StrEnum | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def _transition_to_dict(step: Transition) -> dict[str, Any]:
+    return {
+        "from": str(step.from_state),
+        "to": str(step.to_state),
+        "at": step.at,
+        "failure_count": step.failure_count,
+        "reason": step.reason,
+    }
+
+
+def _transition_status(step: Transition) -> dict[str, Any]:
+    return {
+        "from": str(step.from_state),
+        "to": str(step.to_state),
+        "timestamp": _ms(step.at),
+        "failureCount": step.failure_count,
+        "reason": step.reason,
+    }
+
+
+def _enum(kind: type[_E], raw: object) -> _E | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        return kind(raw)
+    except ValueError:
+        return None
+
+
+def _is_number(raw: object) -> TypeGuard[int | float]:
+    return isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
+
+
+def _count(raw: object) -> int:
+    return max(0, int(raw)) if _is_number(raw) else 0
+
+
+def _time(raw: object) -> float | None:
+    return float(raw) if _is_number(raw) else None
+
+
+def _counts(raw: object) -> dict[str, int]:
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(key): _count(value) for key, value in raw.items() if _count(value) > 0}
+
+
+def _transitions(raw: object) -> tuple[Transition, ...]:
+    if not isinstance(raw, list | tuple):
+        return ()
+    steps = (_transition_from(item) for item in raw if isinstance(item, Mapping))
+    return tuple(step for step in steps if step is not None)[-HISTORY_LIMIT:]
+
+
+def _transition_from(item: Mapping[str, Any]) -> Transition | None:
+    from_state = _enum(BreakerState, item.get("from"))
+    to_state = _enum(BreakerState, item.get("to"))
+    at = _time(item.get("at"))
+    if from_state is None or to_state is None or at is None:
+        return None
+    reason = item.get("reason")
+    return Transition(from_state, to_state, at, _count(item.get("failure_count")), str(reason))

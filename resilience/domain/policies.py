@@ -1,0 +1,46 @@
+"""From a provider's category and the current settings to its policies (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from resilience.domain.breaker import BreakerPolicy
+from resilience.domain.profiles import profile_for_category, profile_with_env
+from resilience.domain.settings import ResilienceSettings
+from resilience.domain.window_gate import WindowGatePolicy
+
+
+def breaker_policy_for(
+    category: str, settings: ResilienceSettings, env: Mapping[str, str]
+) -> BreakerPolicy:
+    """The breaker policy of a provider of ``category``: its profile with the operator's numbers."""
+    name = profile_for_category(category)
+    operator = settings.breaker_for(name)
+    return BreakerPolicy.from_profile(
+        profile_with_env(name, env),
+        failure_threshold=operator.failure_threshold,
+        degradation_threshold=operator.degradation_threshold,
+        reset_timeout_ms=operator.reset_timeout_ms,
+    )
+
+
+ENV_ON = frozenset({"true", "1", "on"})
+
+
+def env_enables_window_gate(env: Mapping[str, str]) -> bool:
+    """``PROVIDER_COOLDOWN_ENABLED`` turns the gate on whatever the setting says (§3)."""
+    return env.get("PROVIDER_COOLDOWN_ENABLED", "").strip().lower() in ENV_ON
+
+
+def window_gate_policy_for(
+    category: str, settings: ResilienceSettings, env: Mapping[str, str]
+) -> WindowGatePolicy | None:
+    """The window-gate policy of a provider of ``category``, or ``None`` while the gate is off."""
+    gate = settings.provider_cooldown
+    if not (gate.enabled or env_enables_window_gate(env)):
+        return None
+    return WindowGatePolicy.from_profile(
+        profile_with_env(profile_for_category(category), env),
+        min_retry_ms=gate.min_retry_cooldown_ms,
+        max_retry_ms=gate.max_retry_cooldown_ms,
+    )

@@ -1,0 +1,403 @@
+"""Resilience settings: one JSON document the operator edits, read leniently, written strictly.
+
+The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, window gate in §3)::
+
+    providerBreaker.{oauth,apikey,local}.{failureThreshold, degradationThreshold, resetTimeoutMs}
+    providerCooldown.{enabled, minRetryCooldownMs, maxRetryCooldownMs}
+
+``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
+environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
+opens (degradationThreshold < failureThreshold), and the cooldown's minimum is at most its
+maximum.
+
+- ``resolve_settings`` reads a stored document leniently and never fails: the reference's
+  "toInteger" rule (numbers and numeric strings are truncated and clamped, anything else keeps
+  the default), booleans only when real booleans, and the rules enforced by clamping.
+- ``validate_patch`` checks a partial document strictly (the API and the admin): unknown keys,
+  wrong types, out-of-range values and broken rules are errors, never clamped.
+- ``merge`` overlays a validated patch on the stored document; ``to_document`` renders resolved
+  settings in the same camelCase shape.
+
+Only what the operator set is stored, so defaults (and their environment overrides) still apply
+to the rest. Adding a section: its rows in ``SCHEMA``, any rule in ``RULES``, a frozen dataclass,
+and a line each in ``_build`` and ``to_document``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
+
+Value = int | bool
+Default = Value | Callable[[Mapping[str, str]], Value]
+
+MS_PER_HOUR = 3_600_000
+MS_PER_DAY = 86_400_000
+ROOT_FIELD = "non_field_errors"  # the error key of problems with the document as a whole
+
+_ENV_ON = frozenset({"true", "1", "on"})
+_ENV_OFF = frozenset({"false", "0", "off"})
+
+
+class Kind(StrEnum):
+    """What a setting holds."""
+
+    INT = "int"
+    BOOL = "bool"
+
+
+class SettingsError(ValueError):
+    """A rejected patch; ``errors`` maps each dotted field path to its message."""
+
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        self.errors = dict(errors)
+        super().__init__("; ".join(f"{path}: {message}" for path, message in self.errors.items()))
+
+
+def to_integer(raw: Any) -> int | None:
+    """The reference's "toInteger": a finite number or numeric string, truncated; else None."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and "_" not in raw:  # float() takes "1_000"; JSON and JS do not
+        try:
+            raw = float(raw.strip())
+        except ValueError:
+            return None
+    if isinstance(raw, float) and math.isfinite(raw):
+        return math.trunc(raw)
+    return None
+
+
+def _env_flag(raw: str | None) -> bool | None:
+    text = (raw or "").strip().lower()
+    return True if text in _ENV_ON else False if text in _ENV_OFF else None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One setting: its kind, bounds (integers), default and optional environment override."""
+
+    kind: Kind
+    default: Default
+    minimum: int = 0
+    maximum: int = 0
+    env: str | None = None
+
+    def default_value(self, env: Mapping[str, str]) -> Value:
+        """The default with the environment override applied (invalid overrides are ignored)."""
+        base = self.default(env) if callable(self.default) else self.default
+        raw = env.get(self.env) if self.env else None
+        if self.kind is Kind.BOOL:
+            flag = _env_flag(raw)
+            return bool(base) if flag is None else flag
+        return self.coerce(raw, base)
+
+    def coerce(self, raw: Any, fallback: Value) -> Value:
+        """The lenient reading of ``raw``; ``fallback`` (clamped) when it is unusable."""
+        if self.kind is Kind.BOOL:
+            return raw if isinstance(raw, bool) else bool(fallback)
+        number = to_integer(raw)
+        return self.clamp(int(fallback) if number is None else number)
+
+    def clamp(self, value: int) -> int:
+        return min(self.maximum, max(self.minimum, value))
+
+    def strict(self, raw: Any) -> Value:
+        """``raw`` if it is valid as it stands; ``ValueError`` with the message otherwise."""
+        if self.kind is Kind.BOOL:
+            if not isinstance(raw, bool):
+                raise ValueError("must be a boolean")
+            return raw
+        # JSON has one number type: 5.0 is the integer 5 (as in the reference's zod .int()).
+        integral = isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())
+        if isinstance(raw, bool) or not integral:
+            raise ValueError("must be an integer")
+        value = int(raw)
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(f"must be between {self.minimum} and {self.maximum}")
+        return value
+
+
+def _from_profile(name: ProfileName, pick: Callable[[ProviderProfile], int]) -> Default:
+    return lambda env: pick(profile_with_env(name, env))
+
+
+def _breaker_fields(name: ProfileName) -> dict[str, FieldSpec]:
+    # Defaults and their OMNIROUTE_* overrides come from the profile table (profiles.py).
+    prefix = f"providerBreaker.{name}"
+    return {
+        f"{prefix}.failureThreshold": FieldSpec(
+            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_threshold), 1, 1000
+        ),
+        f"{prefix}.degradationThreshold": FieldSpec(
+            Kind.INT, _from_profile(name, lambda p: p.effective_degradation_threshold), 1, 1000
+        ),
+        f"{prefix}.resetTimeoutMs": FieldSpec(
+            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_reset_ms), 1000, MS_PER_DAY
+        ),
+    }
+
+
+SCHEMA: dict[str, FieldSpec] = {
+    **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
+    "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
+    "providerCooldown.minRetryCooldownMs": FieldSpec(
+        Kind.INT, 5_000, 0, MS_PER_HOUR, env="PROVIDER_COOLDOWN_MIN_MS"
+    ),
+    "providerCooldown.maxRetryCooldownMs": FieldSpec(
+        Kind.INT, 300_000, 0, MS_PER_DAY, env="PROVIDER_COOLDOWN_MAX_MS"
+    ),
+}
+SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
+# Every proper prefix of a path: the objects a document may contain.
+_BRANCHES = frozenset(
+    ".".join(parts[:end])
+    for parts in (p.split(".") for p in SCHEMA)
+    for end in range(1, len(parts))
+)
+
+
+def _leaf(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+class Rule(Protocol):
+    """A constraint between fields: clamped on resolve, an error on a patch."""
+
+    def fix(self, values: dict[str, Value]) -> None: ...
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BelowRule:
+    """``lower`` < ``upper`` (forced to ``upper`` − 1, at least 1); moot when ``upper`` ≤ 1."""
+
+    lower: str
+    upper: str
+
+    def fix(self, values: dict[str, Value]) -> None:
+        values[self.lower] = min(values[self.lower], max(1, values[self.upper] - 1))
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
+        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
+            return {}
+        low, high = values[self.lower], values[self.upper]
+        if high <= 1 or low < high:
+            return {}
+        if self.lower in touched:  # name the field the caller changed
+            return {self.lower: f"must be less than {_leaf(self.upper)} ({high})"}
+        return {self.upper: f"must be greater than {_leaf(self.lower)} ({low})"}
+
+
+@dataclass(frozen=True, slots=True)
+class AtMostRule:
+    """``lower`` ≤ ``upper`` (``upper`` raised to ``lower`` on resolve)."""
+
+    lower: str
+    upper: str
+
+    def fix(self, values: dict[str, Value]) -> None:
+        values[self.upper] = max(values[self.upper], values[self.lower])
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
+        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
+            return {}
+        low, high = values[self.lower], values[self.upper]
+        if low <= high:
+            return {}
+        if self.lower in touched:
+            return {self.lower: f"must not exceed {_leaf(self.upper)} ({high})"}
+        return {self.upper: f"must be at least {_leaf(self.lower)} ({low})"}
+
+
+RULES: tuple[Rule, ...] = (
+    *(
+        BelowRule(
+            f"providerBreaker.{n}.degradationThreshold", f"providerBreaker.{n}.failureThreshold"
+        )
+        for n in ProfileName
+    ),
+    AtMostRule("providerCooldown.minRetryCooldownMs", "providerCooldown.maxRetryCooldownMs"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerSettings:
+    """The operator-editable numbers of one profile's provider breaker."""
+
+    failure_threshold: int
+    degradation_threshold: int
+    reset_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderCooldownSettings:
+    """The optional provider cooldown tracker (window gate)."""
+
+    enabled: bool
+    min_retry_cooldown_ms: int
+    max_retry_cooldown_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResilienceSettings:
+    """The resolved settings: every field present, in range and consistent."""
+
+    provider_breaker: Mapping[ProfileName, BreakerSettings]
+    provider_cooldown: ProviderCooldownSettings
+
+    def breaker_for(self, profile: ProfileName) -> BreakerSettings:
+        return self.provider_breaker[profile]
+
+
+def flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (leaves are anything but mappings)."""
+    flat: dict[str, Any] = {}
+    for key, value in document.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        flat.update(flatten(value, path) if isinstance(value, Mapping) else {path: value})
+    return flat
+
+
+def unflatten(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` → ``{"a": {"b": 1}}``."""
+    document: dict[str, Any] = {}
+    for path, value in values.items():
+        *parents, leaf = path.split(".")
+        node = document
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return document
+
+
+def _lookup(document: Mapping[str, Any], path: str) -> Any:
+    node: Any = document
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def resolve_settings(stored: Mapping[str, Any], env: Mapping[str, str]) -> ResilienceSettings:
+    """The settings of a stored document over the defaults (never fails; see module doc)."""
+    values = {
+        path: spec.coerce(_lookup(stored, path), spec.default_value(env))
+        for path, spec in SCHEMA.items()
+    }
+    for rule in RULES:
+        rule.fix(values)
+    return _build(values)
+
+
+def _breaker(values: Mapping[str, Value], name: ProfileName) -> BreakerSettings:
+    prefix = f"providerBreaker.{name}"
+    return BreakerSettings(
+        failure_threshold=int(values[f"{prefix}.failureThreshold"]),
+        degradation_threshold=int(values[f"{prefix}.degradationThreshold"]),
+        reset_timeout_ms=int(values[f"{prefix}.resetTimeoutMs"]),
+    )
+
+
+def _build(values: Mapping[str, Value]) -> ResilienceSettings:
+    return ResilienceSettings(
+        provider_breaker={name: _breaker(values, name) for name in ProfileName},
+        provider_cooldown=ProviderCooldownSettings(
+            enabled=bool(values["providerCooldown.enabled"]),
+            min_retry_cooldown_ms=int(values["providerCooldown.minRetryCooldownMs"]),
+            max_retry_cooldown_ms=int(values["providerCooldown.maxRetryCooldownMs"]),
+        ),
+    )
+
+
+def to_document(settings: ResilienceSettings) -> dict[str, Any]:
+    """The full resolved document, camelCase as in the reference."""
+    cooldown = settings.provider_cooldown
+    return {
+        "providerBreaker": {
+            str(name): {
+                "failureThreshold": breaker.failure_threshold,
+                "degradationThreshold": breaker.degradation_threshold,
+                "resetTimeoutMs": breaker.reset_timeout_ms,
+            }
+            for name, breaker in settings.provider_breaker.items()
+        },
+        "providerCooldown": {
+            "enabled": cooldown.enabled,
+            "minRetryCooldownMs": cooldown.min_retry_cooldown_ms,
+            "maxRetryCooldownMs": cooldown.max_retry_cooldown_ms,
+        },
+    }
+
+
+def _walk(node: Mapping[Any, Any], prefix: str) -> Iterator[tuple[str, Value | None, str]]:
+    """``(path, value, "")`` per valid leaf of a patch, ``(path, None, message)`` per error."""
+    for key, raw in node.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        spec = SCHEMA.get(path) if isinstance(key, str) and "." not in key else None
+        if spec is not None:
+            try:
+                yield path, spec.strict(raw), ""
+            except ValueError as exc:
+                yield path, None, str(exc)
+        elif not isinstance(key, str) or "." in key or path not in _BRANCHES:
+            yield path, None, "unknown key" if prefix else "unknown section"
+        elif not isinstance(raw, Mapping):
+            yield path, None, "must be an object"
+        else:
+            yield from _walk(raw, path)
+
+
+def _check_rules(values: Mapping[str, Value], current: Mapping[str, Any] | None) -> dict[str, str]:
+    base = {p: v for p, v in flatten(current or {}).items() if p in SCHEMA}
+    merged, touched = {**base, **values}, frozenset(values)
+    errors: dict[str, str] = {}
+    for rule in RULES:
+        errors.update(rule.check(merged, touched))
+    return errors
+
+
+def validate_patch(patch: Any, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The patch, checked strictly; raises ``SettingsError`` naming every bad field.
+
+    ``current`` is the full resolved document (``to_document``) the patch will be merged over:
+    the cross-field rules are checked on the merged values. Without it, only fields present in
+    the patch are compared with each other.
+    """
+    if not isinstance(patch, Mapping):
+        raise SettingsError({ROOT_FIELD: "must be a JSON object"})
+    errors: dict[str, str] = {}
+    values: dict[str, Value] = {}
+    for path, value, message in _walk(patch, ""):
+        if message:
+            errors[path] = message
+        elif value is not None:
+            values[path] = value
+    if not any(key in SECTIONS for key in patch):
+        errors[ROOT_FIELD] = "must contain at least one of: " + ", ".join(SECTIONS)
+    errors = errors or _check_rules(values, current)
+    if errors:
+        raise SettingsError(errors)
+    return unflatten(values)
+
+
+def merge(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``stored`` with ``patch`` deep-merged in (omitted fields keep their values); no mutation."""
+    merged = copy.deepcopy(dict(stored))
+    for key, value in patch.items():
+        current = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            merged[key] = merge(current, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged

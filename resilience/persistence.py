@@ -1,0 +1,114 @@
+"""Write-through of breaker state to ``domain_circuit_breakers`` (best effort, in order).
+
+Writes are queued from async code as background tasks on Django's single sync thread, so they
+run in the order they were made and never hold up the request that caused them. A failed write
+is logged and dropped: the state store stays authoritative while the process lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from resilience.domain.breaker import Breaker, BreakerPolicy
+
+logger = logging.getLogger(__name__)
+_pending: set[asyncio.Task[None]] = set()
+
+
+def policy_to_dict(policy: BreakerPolicy) -> dict[str, Any]:
+    """The policy numbers stored beside a breaker, so readers can compute its retry-after."""
+    return {
+        "failureThreshold": policy.failure_threshold,
+        "resetTimeout": policy.reset_timeout,
+        "halfOpenRequests": policy.half_open_requests,
+        "degradationThreshold": policy.effective_degradation_threshold,
+        "maxBackoffMultiplier": policy.max_backoff_multiplier,
+        "backoffEscalationCount": policy.backoff_escalation_count,
+        "cooldownByKind": dict(policy.cooldown_by_kind),
+    }
+
+
+def policy_from_dict(data: Any) -> BreakerPolicy:
+    """The policy stored by ``policy_to_dict``; the defaults when absent or malformed."""
+    if not isinstance(data, dict):
+        return BreakerPolicy()
+    try:
+        return BreakerPolicy(
+            failure_threshold=int(data["failureThreshold"]),
+            reset_timeout=float(data["resetTimeout"]),
+            half_open_requests=int(data["halfOpenRequests"]),
+            degradation_threshold=int(data["degradationThreshold"]),
+            max_backoff_multiplier=int(data["maxBackoffMultiplier"]),
+            backoff_escalation_count=int(data["backoffEscalationCount"]),
+            cooldown_by_kind=dict(data.get("cooldownByKind") or {}),
+        )
+    except (KeyError, TypeError, ValueError):
+        return BreakerPolicy()
+
+
+def _save_row(name: str, data: dict[str, Any]) -> None:
+    from resilience.models import CircuitBreaker
+
+    breaker = Breaker.from_dict(data)
+    last = breaker.last_failure_at
+    CircuitBreaker.objects.update_or_create(
+        name=name,
+        defaults={
+            "state": breaker.state.value,
+            "failure_count": breaker.failure_count,
+            "last_failure_time": dt.datetime.fromtimestamp(last, dt.UTC) if last else None,
+            "options": data,
+        },
+    )
+
+
+def _delete_row(name: str) -> None:
+    from resilience.models import CircuitBreaker
+
+    CircuitBreaker.objects.filter(name=name).delete()
+
+
+def _run(fn: Callable[..., None], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:
+        logger.exception("breaker write-through failed (%s)", fn.__name__)
+
+
+def _schedule(fn: Callable[..., None], *args: Any) -> None:
+    task = asyncio.get_running_loop().create_task(database_sync_to_async(_run)(fn, *args))
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+def persist_breaker(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> None:
+    """Queue the write of ``breaker``'s current state (with its policy, when known)."""
+    data = breaker.to_dict()
+    if policy is not None:
+        data["policy"] = policy_to_dict(policy)
+    _schedule(_save_row, name, data)
+
+
+def persist_breaker_deleted(name: str) -> None:
+    """Queue the deletion of ``name``'s row."""
+    _schedule(_delete_row, name)
+
+
+async def persistence_flush() -> None:
+    """Wait until every queued write has run (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    while mine := [task for task in _pending if task.get_loop() is loop]:
+        await asyncio.gather(*mine, return_exceptions=True)
+
+
+def persisted_breakers() -> dict[str, dict[str, Any]]:
+    """Every persisted breaker as stored (sync; for the cold-start restore)."""
+    from resilience.models import CircuitBreaker
+
+    return {row.name: dict(row.options or {}) for row in CircuitBreaker.objects.all()}

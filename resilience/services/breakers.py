@@ -1,0 +1,241 @@
+"""Provider circuit breakers kept in the state store and written through to the database.
+
+The store is authoritative at run time; every change is also written (in order, in the
+background, best effort) to ``domain_circuit_breakers`` so that a restart restores it. Each
+operation is one atomic ``store.update``, so two processes sharing a Redis store never lose a
+failure and never hand out the same half-open probe slot twice.
+
+A provider without a record is a fresh CLOSED breaker: the hot path for a healthy provider is a
+single store read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, FailureKind, Permit
+from resilience.persistence import persist_breaker, persist_breaker_deleted
+from resilience.store import Json, StateStore
+
+BREAKER_PREFIX = "breaker:"
+NETWORK_DEDUP_PREFIX = "breaker-dedup:net:"
+CONNECTION_DEDUP_PREFIX = "breaker-dedup:conn:"
+NETWORK_DEDUP_SECONDS = 10.0
+CONNECTION_DEDUP_SECONDS = 5.0
+IDLE_SWEEP_SECONDS = 30 * 60.0
+REGISTRY_CAP = 500
+
+FRESH_PERMIT = Permit(probe=False, generation=0)
+
+
+def breaker_key(name: str) -> str:
+    return f"{BREAKER_PREFIX}{name}"
+
+
+@dataclass(slots=True)
+class _Change:
+    """What an atomic update saw and produced (the updater may run more than once)."""
+
+    before: Breaker | None = None
+    after: Breaker | None = None
+    permit: Permit | None = None
+
+
+def _decode(raw: Json | None) -> Breaker | None:
+    return Breaker.from_dict(raw) if isinstance(raw, dict) else None
+
+
+async def _apply(
+    store: StateStore,
+    name: str,
+    step: Callable[[Breaker], tuple[Breaker, Permit | None]],
+    policy: BreakerPolicy | None = None,
+) -> _Change:
+    """Atomically run ``step`` on the stored breaker and store the result."""
+    change = _Change()
+
+    def updater(raw: Json | None) -> Json | None:
+        change.before = _decode(raw)
+        change.after, change.permit = step(change.before or Breaker())
+        if change.before is None and change.after == Breaker():
+            return None  # still pristine: keep the provider without a record
+        return change.after.to_dict()
+
+    await store.update(breaker_key(name), updater)
+    if change.after is not None and change.after != change.before:
+        persist_breaker(name, change.after, policy)
+    return change
+
+
+async def breaker_get(*, store: StateStore, name: str) -> Breaker:
+    """The stored breaker as it is (not refreshed); a fresh one when there is no record."""
+    return _decode(await store.get(breaker_key(name))) or Breaker()
+
+
+async def breaker_acquire(
+    *, store: StateStore, name: str, policy: BreakerPolicy
+) -> tuple[Breaker, Permit | None]:
+    """Take the right to send one request now: a permit, or ``None`` while it cannot execute.
+
+    In HALF_OPEN this takes one probe slot atomically; the permit's generation lets the
+    outcome be matched to the probe (a late result of a stale probe is ignored).
+    """
+    stored = _decode(await store.get(breaker_key(name)))
+    if stored is None:
+        return Breaker(), FRESH_PERMIT
+    now = store.clock()
+    current = stored.refreshed(policy, now)
+    if current.state in (BreakerState.CLOSED, BreakerState.DEGRADED):
+        return current, Permit(probe=False, generation=current.probe_generation)  # read-only
+    change = await _apply(store, name, lambda b: b.acquire(policy, now), policy)
+    assert change.after is not None
+    return change.after, change.permit
+
+
+async def breaker_record_failure(
+    *,
+    store: StateStore,
+    name: str,
+    policy: BreakerPolicy,
+    connection_id: int | None = None,
+    network: bool = False,
+    kind: FailureKind | None = None,
+    permit: Permit | None = None,
+) -> Breaker | None:
+    """Count one failure (reference-part1 §2.6), unless a de-duplication window drops it.
+
+    Network failures are de-duplicated per provider for 10 s, and any failure per
+    (provider, connection) for 5 s. A failure arriving while the breaker cannot execute is
+    dropped too, so the open timer is not pushed forward. Returns the breaker after the
+    failure, or ``None`` when it was dropped.
+    """
+    if not await _first_in_windows(store, name, connection_id, network):
+        return None
+    now = store.clock()
+
+    def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
+        probe = permit is not None and permit.probe
+        if not probe and not breaker.can_execute(policy, now):
+            return breaker.refreshed(policy, now), None
+        return breaker.after_failure(policy, now, kind, permit), None
+
+    return (await _apply(store, name, step, policy)).after
+
+
+async def _first_in_windows(
+    store: StateStore, name: str, connection_id: int | None, network: bool
+) -> bool:
+    if network and not await _claim(store, f"{NETWORK_DEDUP_PREFIX}{name}", NETWORK_DEDUP_SECONDS):
+        return False
+    if connection_id is None:
+        return True
+    key = f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}"
+    return await _claim(store, key, CONNECTION_DEDUP_SECONDS)
+
+
+async def _claim(store: StateStore, key: str, ttl: float) -> bool:
+    """Atomically mark ``key`` for ``ttl`` seconds; False when it was already marked."""
+    claimed = False
+
+    def updater(raw: Json | None) -> Json | None:
+        nonlocal claimed
+        claimed = raw is None
+        return raw if raw is not None else 1
+
+    await store.update(key, updater, ttl=ttl)
+    return claimed
+
+
+async def breaker_record_success(
+    *,
+    store: StateStore,
+    name: str,
+    policy: BreakerPolicy,
+    connection_id: int | None = None,
+    permit: Permit | None = None,
+) -> Breaker:
+    """Count one success: gradual recovery, or a probe's success closing HALF_OPEN."""
+    if await store.get(breaker_key(name)) is None:
+        return Breaker()  # no failure on record, so no de-duplication entry either
+    if connection_id is not None:
+        await store.delete(f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}")
+    now = store.clock()
+    change = await _apply(
+        store, name, lambda b: (b.after_success(policy, now, permit), None), policy
+    )
+    assert change.after is not None
+    return change.after
+
+
+async def breaker_reset(*, store: StateStore, name: str) -> Breaker:
+    """Manual reset to CLOSED (the record and its history are kept)."""
+    now = store.clock()
+    change = await _apply(store, name, lambda b: (b.reset(now), None))
+    assert change.after is not None
+    return change.after
+
+
+async def breaker_list(*, store: StateStore) -> dict[str, Breaker]:
+    """Every breaker with a record, by provider."""
+    records = await store.scan(BREAKER_PREFIX)
+    found = {key[len(BREAKER_PREFIX) :]: _decode(raw) for key, raw in records.items()}
+    return {name: breaker for name, breaker in found.items() if breaker is not None}
+
+
+async def breaker_reset_all(*, store: StateStore, forget: bool = False) -> int:
+    """Reset every breaker; with ``forget`` also delete records and rows. Returns the count."""
+    names = list(await breaker_list(store=store))
+    for name in names:
+        if forget:
+            await store.delete(breaker_key(name))
+            persist_breaker_deleted(name)
+        else:
+            await breaker_reset(store=store, name=name)
+    return len(names)
+
+
+def _idle(breaker: Breaker, now: float) -> bool:
+    quiet = breaker.last_failure_at is None or now - breaker.last_failure_at >= IDLE_SWEEP_SECONDS
+    return breaker.is_pristine and quiet
+
+
+async def breaker_sweep(*, store: StateStore) -> list[str]:
+    """Drop idle CLOSED zero-failure breakers, and enforce the registry cap (§2.7)."""
+    now = store.clock()
+    breakers = await breaker_list(store=store)
+    doomed = [name for name, b in breakers.items() if _idle(b, now)]
+    excess = len(breakers) - len(doomed) - REGISTRY_CAP
+    if excess > 0:
+        doomed += _evictable(breakers, set(doomed))[:excess]
+    for name in doomed:
+        await store.delete(breaker_key(name))
+        persist_breaker_deleted(name)
+    return doomed
+
+
+def _evictable(breakers: dict[str, Breaker], skip: set[str]) -> list[str]:
+    """CLOSED zero-failure breakers, oldest last failure first; never open or degraded ones."""
+    closed = [
+        (b.last_failure_at or 0.0, n)
+        for n, b in breakers.items()
+        if n not in skip and b.is_pristine
+    ]
+    return [name for _, name in sorted(closed)]
+
+
+async def breaker_restore(*, store: StateStore, rows: dict[str, dict[str, Any]]) -> int:
+    """Load persisted breakers into the store where it has none (cold start). Returns count."""
+    restored = 0
+    for name, data in rows.items():
+        loaded = False
+
+        def updater(raw: Json | None, data: dict[str, Any] = data) -> Json | None:
+            nonlocal loaded
+            loaded = raw is None
+            return raw if raw is not None else Breaker.from_dict(data).to_dict()
+
+        await store.update(breaker_key(name), updater)
+        restored += loaded
+    return restored

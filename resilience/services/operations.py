@@ -1,0 +1,60 @@
+"""Breaker operations for sync callers (admin, DRF views) and the health payload.
+
+Each function runs its async work to completion on the gateway's event loop (or a temporary
+one outside a server) and waits for the write-through, so a response or admin message never
+reports a change the database does not hold yet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from resilience.domain.breaker import BreakerPolicy, BreakerState
+from resilience.persistence import persistence_flush
+from resilience.services.breakers import breaker_list, breaker_reset, breaker_reset_all
+from resilience.services.housekeeping import resilience_ready
+from resilience.state import get_store
+from resilience.store import StateStore
+
+
+async def _reset(store: StateStore, names: list[str] | None, forget: bool) -> int:
+    await resilience_ready(store)  # breakers only in the database are known too
+    if names is None:
+        count = await breaker_reset_all(store=store, forget=forget)
+    else:
+        for name in names:
+            await breaker_reset(store=store, name=name)
+        count = len(names)
+    await persistence_flush()
+    return count
+
+
+def breakers_reset(*, names: list[str] | None = None, forget: bool = False) -> int:
+    """Reset the named breakers (all when ``None``); ``forget`` also drops records and rows."""
+    return int(async_to_sync(_reset)(get_store(), names, forget))
+
+
+async def breaker_statuses(
+    *, store: StateStore, policies: dict[str, BreakerPolicy], default: BreakerPolicy
+) -> list[dict[str, Any]]:
+    """Every breaker's status object (reference-part1 §2.7), by provider name."""
+    await resilience_ready(store)
+    now = store.clock()
+    breakers = await breaker_list(store=store)
+    return [
+        {"name": name, **breaker.status(policies.get(name, default), now)}
+        for name, breaker in sorted(breakers.items())
+    ]
+
+
+def health_status(statuses: list[dict[str, Any]]) -> str:
+    """``degraded`` while any provider breaker is not closed, else ``ok``."""
+    healthy = {BreakerState.CLOSED.value, BreakerState.DEGRADED.value}
+    return "ok" if all(s["state"] in healthy for s in statuses) else "degraded"
+
+
+def timestamp(now: float) -> str:
+    return dt.datetime.fromtimestamp(now, dt.UTC).isoformat()

@@ -1,0 +1,18 @@
+"""The resilience layers as the attempt loop sees them: eligibility filters and recorders."""
+
+from __future__ import annotations
+
+from resilience.store import StateStore
+from routing.attempts import EligibilityFilter, OutcomeRecorder
+from routing.guards.breaker import BreakerFilter, BreakerRecorder
+from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
+
+
+def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
+    """Filters in the order they run; the breaker last, since it may take a probe slot."""
+    return (WindowGateFilter(store), BreakerFilter(store))
+
+
+def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
+    """Recorders in the order they run."""
+    return (BreakerRecorder(store), WindowGateRecorder(store))

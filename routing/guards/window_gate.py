@@ -1,0 +1,51 @@
+"""The opt-in window gate in the attempt loop: combos skip targets it holds."""
+
+from __future__ import annotations
+
+from resilience.services.window_gate import (
+    window_gate_record_failure,
+    window_gate_record_success,
+    window_gate_remaining,
+)
+from resilience.store import StateStore
+from routing.attempts import AttemptContext, Exclusion
+from routing.domain.outcomes import Outcome, should_fail_over
+from routing.domain.planning import Target
+
+
+class WindowGateFilter:
+    """While enabled, excludes a combo target whose provider or connection is cooling down."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None:
+        policy = context.snapshot.window_gate_policy(target.provider.slug)
+        if policy is None or context.plan.combo is None:
+            return None
+        held = await window_gate_remaining(
+            store=self.store, provider=target.provider.slug,
+            connection_id=target.connection.id, policy=policy,
+        )  # fmt: skip
+        return None if held is None else Exclusion(target, held[0], held[1])
+
+
+class WindowGateRecorder:
+    """While enabled, remembers combo target failures; any success clears the provider."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
+        policy = context.snapshot.window_gate_policy(target.provider.slug)
+        if policy is None:
+            return
+        provider, connection_id = target.provider.slug, target.connection.id
+        if outcome.ok:
+            await window_gate_record_success(
+                store=self.store, provider=provider, connection_id=connection_id
+            )
+        elif context.plan.combo is not None and should_fail_over(outcome):
+            await window_gate_record_failure(
+                store=self.store, provider=provider, connection_id=connection_id, policy=policy
+            )

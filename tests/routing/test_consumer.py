@@ -1,0 +1,412 @@
+"""The /v1 consumers in process, against an ``httpx.MockTransport`` upstream."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from unittest.mock import patch
+
+import httpx
+import orjson
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import ApplicationCommunicator
+from django.db.backends.utils import CursorWrapper
+from pytest_django.fixtures import Settings
+
+from routing.consumers import ChatCompletionsConsumer, ModelsConsumer, ProxyConsumer
+from routing.models import Combo, Provider, ProviderConnection
+from routing.services import combo_save, connection_save
+from routing.snapshot import snapshot_clear
+from routing.upstream import Upstream
+from tests.routing.conftest import UPSTREAM_SECRET
+
+# The snapshot is built through database_sync_to_async (another thread), hence transactions;
+# serialized_rollback restores the seeded providers that a transactional flush removes.
+pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+
+BACKUP_SECRET = "sk-upstream-BACKUP-0987654321"
+FRESH_SECRET = "sk-upstream-FRESH-1122334455"
+RECEIVE_TIMEOUT_SECONDS = 2
+SSE = {"content-type": "text/event-stream"}
+COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
+CHUNKS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+# --- fake upstream --------------------------------------------------------------------------
+
+
+class FakeUpstream:
+    """Answers by the connection secret the request carries, and records every request."""
+
+    def __init__(self, handlers: dict[str, Handler]) -> None:
+        self.handlers = handlers
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        secret = request.headers["authorization"].removeprefix("Bearer ")
+        return self.handlers[secret](request)
+
+    @property
+    def secrets(self) -> list[str]:
+        return [r.headers["authorization"].removeprefix("Bearer ") for r in self.requests]
+
+
+async def chunks_of(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
+    for chunk in chunks:
+        yield chunk
+
+
+def unread(status: int, body: bytes) -> httpx.Response:
+    """A JSON response left unread, as real transports return them.
+
+    ``httpx.Response(status, json=...)`` comes back already read, and ``Upstream``'s error path
+    (``aiter_raw``) then raises ``StreamConsumed``.
+    """
+    headers = {"content-type": "application/json"}
+    return httpx.Response(status, headers=headers, content=chunks_of([body]))
+
+
+def ok(request: httpx.Request) -> httpx.Response:
+    """A completion, streamed when the request asks for it."""
+    if orjson.loads(request.content).get("stream"):
+        return httpx.Response(200, headers=SSE, content=chunks_of(CHUNKS))
+    return unread(200, orjson.dumps(COMPLETION))
+
+
+def streaming(chunks: AsyncIterator[bytes]) -> Handler:
+    return lambda request: httpx.Response(200, headers=SSE, content=chunks)
+
+
+def unavailable(request: httpx.Request) -> httpx.Response:
+    return unread(503, b"upstream overloaded")
+
+
+def bad_request(request: httpx.Request) -> httpx.Response:
+    error = {"message": "bad temperature", "type": "invalid_request_error", "code": "x"}
+    return unread(400, orjson.dumps({"error": error}))
+
+
+def refuse(request: httpx.Request) -> httpx.Response:
+    raise httpx.ConnectError("connection refused", request=request)
+
+
+def time_out(request: httpx.Request) -> httpx.Response:
+    raise httpx.ReadTimeout("read timed out", request=request)
+
+
+# --- ASGI driving ---------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What the client received: status, headers and each body event's bytes."""
+
+    status: int
+    headers: dict[str, str]
+    chunks: list[bytes]
+
+    def json(self) -> Any:
+        return orjson.loads(b"".join(self.chunks))
+
+    def decision(self) -> dict[str, str]:
+        parts = self.headers["x-omniroute-decision"].split("; ")
+        return dict(part.split("=", 1) for part in parts)
+
+
+def communicator(
+    fake: FakeUpstream,
+    key: str,
+    *,
+    consumer: type[ProxyConsumer] = ChatCompletionsConsumer,
+    method: str = "POST",
+    path: str = "/v1/chat/completions",
+    extra_headers: Sequence[tuple[bytes, bytes]] = (),
+) -> Any:
+    app = consumer.as_asgi(upstream=Upstream(httpx.MockTransport(fake)))
+    headers = [(b"authorization", f"Bearer {key}".encode()), *extra_headers]
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    return ApplicationCommunicator(app, scope)
+
+
+async def send_request(comm: Any, body: bytes) -> None:
+    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+
+
+async def read_reply(comm: Any) -> Reply:
+    start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+    assert start["type"] == "http.response.start"
+    chunks: list[bytes] = []
+    while True:
+        event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+        chunks.append(event["body"])
+        if not event.get("more_body"):
+            break
+    await comm.wait(RECEIVE_TIMEOUT_SECONDS)
+    headers = {name.decode(): value.decode() for name, value in start["headers"]}
+    return Reply(start["status"], headers, chunks)
+
+
+async def call(fake: FakeUpstream, key: str, body: bytes, **kwargs: Any) -> Reply:
+    comm = communicator(fake, key, **kwargs)
+    await send_request(comm, body)
+    return await read_reply(comm)
+
+
+def chat(*, model: str = "mock/gpt-x", stream: bool = False, content: str = "hi") -> bytes:
+    messages = [{"role": "user", "content": content}]
+    return orjson.dumps({"model": model, "messages": messages, "stream": stream})
+
+
+@contextmanager
+def no_queries() -> Iterator[None]:
+    """Every SQL statement, in any thread, fails the test."""
+    refuse = AssertionError("the hot path queried the database")
+    with (
+        patch.object(CursorWrapper, "execute", side_effect=refuse),
+        patch.object(CursorWrapper, "executemany", side_effect=refuse),
+    ):
+        yield
+
+
+def add_connection(provider: Provider, name: str, secret: str, **fields: Any) -> int:
+    connection = connection_save(
+        connection=ProviderConnection(),
+        fields={"provider": provider, "name": name, **fields},
+        secret=secret,
+    )
+    return connection.pk
+
+
+# --- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh_snapshot() -> None:
+    """Forget any snapshot a previous test built."""
+    snapshot_clear()
+
+
+@pytest.fixture
+def backup(provider: Provider, connection: ProviderConnection) -> int:
+    """The id of a second connection, tried after ``connection``."""
+    return add_connection(provider, "backup", BACKUP_SECRET, priority=200)
+
+
+@pytest.fixture
+def catalog(provider: Provider) -> None:
+    """A connection declaring two models, and a combo over one of them."""
+    add_connection(provider, "declared", UPSTREAM_SECRET, served_models=["gpt-x", "gpt-y"])
+    combo_save(
+        combo=Combo(),
+        fields={"name": "team-fast"},
+        targets=[{"provider": provider, "model": "gpt-x"}],
+    )
+
+
+# --- chat completions -----------------------------------------------------------------------
+
+
+async def test_non_stream_reply_is_relayed_with_only_gateway_headers_upstream(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    fake = FakeUpstream({UPSTREAM_SECRET: ok})
+    client_headers = [(b"x-api-key", b"sk-extra"), (b"x-session-id", b"s1"), (b"cookie", b"c=1")]
+
+    reply = await call(fake, plain_key, chat(), extra_headers=client_headers)
+
+    assert (reply.status, reply.json()) == (200, COMPLETION)
+    assert reply.headers["x-omniroute-request-id"]
+    assert reply.decision()["connection"] == str(connection.pk)
+    (sent,) = fake.requests
+    assert sent.headers["authorization"] == f"Bearer {UPSTREAM_SECRET}"
+    assert orjson.loads(sent.content)["model"] == "gpt-x"
+    assert not {"x-api-key", "x-session-id", "cookie"} & set(sent.headers.keys())
+    assert plain_key.encode() not in repr(sent.headers.raw).encode()
+
+
+async def test_stream_relays_each_chunk_as_its_own_body_event(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    fake = FakeUpstream({UPSTREAM_SECRET: ok})
+
+    reply = await call(fake, plain_key, chat(stream=True))
+
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "text/event-stream"
+    assert reply.chunks == [*CHUNKS, b""]
+    assert "x-omniroute-decision" in reply.headers
+
+
+@pytest.mark.parametrize("failure", [unavailable, refuse, time_out])
+async def test_failover_to_the_next_connection(
+    fresh_snapshot: None, backup: int, plain_key: str, failure: Handler
+) -> None:
+    fake = FakeUpstream({UPSTREAM_SECRET: failure, BACKUP_SECRET: ok})
+
+    reply = await call(fake, plain_key, chat())
+
+    assert (reply.status, reply.json()) == (200, COMPLETION)
+    assert reply.decision()["connection"] == str(backup)
+    assert reply.decision()["attempts"] == "2"
+    assert fake.secrets == [UPSTREAM_SECRET, BACKUP_SECRET]
+
+
+async def test_a_client_error_is_relayed_without_failover(
+    fresh_snapshot: None, backup: int, plain_key: str
+) -> None:
+    fake = FakeUpstream({UPSTREAM_SECRET: bad_request, BACKUP_SECRET: ok})
+
+    reply = await call(fake, plain_key, chat())
+
+    assert reply.status == 400
+    assert reply.json()["error"]["message"] == "bad temperature"
+    assert fake.secrets == [UPSTREAM_SECRET]
+
+
+async def test_the_query_guard_catches_a_cold_snapshot_build(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    """Shows ``no_queries`` works across threads, so the next test can trust it."""
+    fake = FakeUpstream({UPSTREAM_SECRET: ok})
+
+    with no_queries(), pytest.raises(AssertionError, match="queried the database"):
+        await call(fake, plain_key, chat())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_hot_path_makes_no_query_and_sees_config_changes(
+    fresh_snapshot: None,
+    provider: Provider,
+    connection: ProviderConnection,
+    plain_key: str,
+    stream: bool,
+) -> None:
+    # given: a first request built the snapshot
+    fake = FakeUpstream({UPSTREAM_SECRET: ok, FRESH_SECRET: ok})
+    assert (await call(fake, plain_key, chat())).status == 200
+    # when / then: the next one reads no database
+    with no_queries():
+        warm = await call(fake, plain_key, chat(stream=stream))
+    assert warm.status == 200
+    assert warm.decision()["connection"] == str(connection.pk)
+    # when: an operator adds a connection tried first; then: the next request uses it
+    fresh = await database_sync_to_async(add_connection)(
+        provider, "fresh", FRESH_SECRET, priority=1
+    )
+    after = await call(fake, plain_key, chat(stream=stream))
+    assert after.decision()["connection"] == str(fresh)
+    assert fake.secrets[-1] == FRESH_SECRET
+
+
+async def test_client_disconnect_cancels_the_upstream_stream(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    never, finished = asyncio.Event(), asyncio.Event()
+
+    async def hanging() -> AsyncIterator[bytes]:
+        try:
+            yield CHUNKS[0]
+            await never.wait()
+            yield CHUNKS[1]
+        finally:
+            finished.set()
+
+    comm = communicator(FakeUpstream({UPSTREAM_SECRET: streaming(hanging())}), plain_key)
+    await send_request(comm, chat(stream=True))
+    assert (await comm.receive_output(RECEIVE_TIMEOUT_SECONDS))["status"] == 200
+    first = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+    assert (first["body"], first["more_body"], finished.is_set()) == (CHUNKS[0], True, False)
+
+    await comm.send_input({"type": "http.disconnect"})
+
+    await asyncio.wait_for(finished.wait(), RECEIVE_TIMEOUT_SECONDS)
+    await comm.wait(RECEIVE_TIMEOUT_SECONDS)
+
+
+async def test_upstream_breaking_mid_stream_ends_with_an_error_event(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    async def broken() -> AsyncIterator[bytes]:
+        yield CHUNKS[0]
+        raise httpx.ReadError("connection reset by peer")
+
+    fake = FakeUpstream({UPSTREAM_SECRET: streaming(broken())})
+
+    reply = await call(fake, plain_key, chat(stream=True))
+
+    assert reply.status == 200
+    first, event, last = reply.chunks
+    assert first == CHUNKS[0]
+    assert event.startswith(b"data: ") and b"upstream_stream_interrupted" in event
+    assert last == b""
+
+
+@pytest.mark.parametrize(("size", "status", "upstream_calls"), [(1800, 200, 1), (3000, 413, 0)])
+async def test_body_limit_counts_every_part(
+    fresh_snapshot: None,
+    connection: ProviderConnection,
+    plain_key: str,
+    settings: Settings,
+    size: int,
+    status: int,
+    upstream_calls: int,
+) -> None:
+    settings.MAX_BODY_BYTES = 2048
+    fake = FakeUpstream({UPSTREAM_SECRET: ok})
+    body = chat(content="x" * (size - len(chat(content=""))))
+    assert len(body) == size
+    comm = communicator(fake, plain_key)
+
+    half = size // 2
+    await comm.send_input({"type": "http.request", "body": body[:half], "more_body": True})
+    await comm.send_input({"type": "http.request", "body": body[half:], "more_body": False})
+    reply = await read_reply(comm)
+
+    assert reply.status == status
+    assert len(fake.requests) == upstream_calls
+    if status == 413:
+        assert reply.json()["error"]["code"] == "request_too_large"
+
+
+# --- models ---------------------------------------------------------------------------------
+
+
+async def call_models(key: str, method: str) -> Reply:
+    return await call(
+        FakeUpstream({}), key, b"", consumer=ModelsConsumer, method=method, path="/v1/models"
+    )
+
+
+async def test_models_lists_declared_models_and_combos(
+    fresh_snapshot: None, catalog: None, plain_key: str
+) -> None:
+    reply = await call_models(plain_key, "GET")
+
+    assert reply.status == 200
+    body = reply.json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["mock/gpt-x", "mock/gpt-y", "team-fast"]
+
+
+async def test_models_refuses_post(fresh_snapshot: None, catalog: None, plain_key: str) -> None:
+    reply = await call_models(plain_key, "POST")
+
+    assert (reply.status, reply.headers["allow"]) == (405, "GET")
+    assert reply.json()["error"]["code"] == "method_not_allowed"
