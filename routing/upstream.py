@@ -161,17 +161,31 @@ async def _read(
         reply = UpstreamReply(response.status_code, content_type, body)
     else:
         # Wait for the first chunk before committing: a failure before it can still fail over.
-        chunks = response.aiter_raw()
+        chunks = _raw_chunks(response)
         first = await anext(chunks, b"")
         reply = UpstreamReply(response.status_code, content_type, first, response, chunks)
     outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
     return outcome, reply
 
 
+def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives; a response built already read (as tests may) yields it whole."""
+    try:
+        content = response.content
+    except httpx.ResponseNotRead:
+        return response.aiter_raw()
+    return _once(content)
+
+
+async def _once(content: bytes) -> AsyncIterator[bytes]:
+    if content:
+        yield content
+
+
 async def _read_limited(response: httpx.Response) -> bytes:
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_raw():
+    async for chunk in _raw_chunks(response):
         parts.append(chunk)
         size += len(chunk)
         if size >= ERROR_BODY_LIMIT_BYTES:

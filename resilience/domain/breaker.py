@@ -29,29 +29,34 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
+from resilience.domain.breaker_codec import (
+    HISTORY_LIMIT,
+    count,
+    counts,
+    enum_or_none,
+    ms,
+    str_or_none,
+    time_or_none,
+    transition_status,
+    transition_to_dict,
+    transitions_from,
+)
+from resilience.domain.breaker_state import BreakerState, FailureKind, Permit, Transition
 from resilience.domain.profiles import ProviderProfile
 
-HISTORY_LIMIT = 20  # transitions kept per breaker
+__all__ = [
+    "HINT_COOLDOWNS",
+    "HISTORY_LIMIT",
+    "Breaker",
+    "BreakerPolicy",
+    "BreakerState",
+    "FailureKind",
+    "Permit",
+    "Transition",
+]
 HINT_COOLDOWNS: Mapping[str, float] = {"rate_limit": 60.0, "quota_exhausted": 3600.0}
-
-
-class BreakerState(StrEnum):
-    """The four breaker states; DEGRADED still passes traffic."""
-
-    CLOSED = "closed"
-    DEGRADED = "degraded"
-    OPEN = "open"
-    HALF_OPEN = "half_open"
-
-
-class FailureKind(StrEnum):
-    """What kind of failure was recorded (only matters with kind cooldowns)."""
-
-    RATE_LIMIT = "rate_limit"
-    QUOTA_EXHAUSTED = "quota_exhausted"
-    TRANSIENT = "transient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,25 +109,6 @@ class BreakerPolicy:
             backoff_escalation_count=profile.backoff_escalation_count,
             cooldown_by_kind=dict(HINT_COOLDOWNS) if use_429_hints else {},
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """One entry of the transition history; ``failure_count`` is the count after the change."""
-
-    from_state: BreakerState
-    to_state: BreakerState
-    at: float
-    failure_count: int
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Permit:
-    """A dispatch slot from :meth:`Breaker.acquire`; hand it back with the result."""
-
-    probe: bool
-    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,13 +238,13 @@ class Breaker:
             "failure_count": self.failure_count,
             "success_count": self.success_count,
             "last_failure_at": self.last_failure_at,
-            "last_failure_kind": _str_or_none(self.last_failure_kind),
+            "last_failure_kind": str_or_none(self.last_failure_kind),
             "kind_failure_counts": dict(self.kind_failure_counts),
             "open_cycle_count": self.open_cycle_count,
             "half_open_allowed": self.half_open_allowed,
             "probe_started_at": self.probe_started_at,
             "probe_generation": self.probe_generation,
-            "transitions": [_transition_to_dict(step) for step in self.transitions],
+            "transitions": [transition_to_dict(step) for step in self.transitions],
         }
 
     @classmethod
@@ -269,17 +255,17 @@ class Breaker:
         probe in flight gets its probe slots back (the probe died with its process).
         """
         breaker = cls(
-            state=_enum(BreakerState, data.get("state")) or BreakerState.CLOSED,
-            failure_count=_count(data.get("failure_count")),
-            success_count=_count(data.get("success_count")),
-            last_failure_at=_time(data.get("last_failure_at")),
-            last_failure_kind=_enum(FailureKind, data.get("last_failure_kind")),
-            kind_failure_counts=_counts(data.get("kind_failure_counts")),
-            open_cycle_count=_count(data.get("open_cycle_count")),
-            half_open_allowed=_count(data.get("half_open_allowed")),
-            probe_started_at=_time(data.get("probe_started_at")),
-            probe_generation=_count(data.get("probe_generation")),
-            transitions=_transitions(data.get("transitions")),
+            state=enum_or_none(BreakerState, data.get("state")) or BreakerState.CLOSED,
+            failure_count=count(data.get("failure_count")),
+            success_count=count(data.get("success_count")),
+            last_failure_at=time_or_none(data.get("last_failure_at")),
+            last_failure_kind=enum_or_none(FailureKind, data.get("last_failure_kind")),
+            kind_failure_counts=counts(data.get("kind_failure_counts")),
+            open_cycle_count=count(data.get("open_cycle_count")),
+            half_open_allowed=count(data.get("half_open_allowed")),
+            probe_started_at=time_or_none(data.get("probe_started_at")),
+            probe_generation=count(data.get("probe_generation")),
+            transitions=transitions_from(data.get("transitions")),
         )
         if breaker.state == BreakerState.HALF_OPEN and breaker.probe_started_at is None:
             slots = max(breaker.half_open_allowed, half_open_requests)
@@ -292,14 +278,14 @@ class Breaker:
         return {
             "state": str(current.state),
             "failureCount": current.failure_count,
-            "lastFailureTime": _ms(current.last_failure_at),
+            "lastFailureTime": ms(current.last_failure_at),
             "retryAfterMs": math.ceil(round(current.retry_after(policy, now) * 1000, 6)),
-            "lastFailureKind": _str_or_none(current.last_failure_kind),
+            "lastFailureKind": str_or_none(current.last_failure_kind),
             "openCycleCount": current.open_cycle_count,
             "kindFailureCounts": dict(current.kind_failure_counts),
             "degradationThreshold": policy.effective_degradation_threshold,
             "effectiveResetTimeout": round(current.effective_reset_timeout(policy) * 1000),
-            "transitionHistory": [_transition_status(step) for step in current.transitions],
+            "transitionHistory": [transition_status(step) for step in current.transitions],
         }
 
     # -- helpers ------------------------------------------------------------------------------
@@ -407,75 +393,3 @@ def _kind_override(policy: BreakerPolicy, kind: FailureKind | None) -> float | N
     if value is None or not math.isfinite(value) or value < 0:
         return None
     return float(value)
-
-
-def _str_or_none(value: StrEnum | None) -> str | None:
-    return None if value is None else str(value)
-
-
-def _ms(seconds: float | None) -> int | None:
-    return None if seconds is None else round(seconds * 1000)
-
-
-def _transition_to_dict(step: Transition) -> dict[str, Any]:
-    return {
-        "from": str(step.from_state),
-        "to": str(step.to_state),
-        "at": step.at,
-        "failure_count": step.failure_count,
-        "reason": step.reason,
-    }
-
-
-def _transition_status(step: Transition) -> dict[str, Any]:
-    return {
-        "from": str(step.from_state),
-        "to": str(step.to_state),
-        "timestamp": _ms(step.at),
-        "failureCount": step.failure_count,
-        "reason": step.reason,
-    }
-
-
-def _enum(kind: type[_E], raw: object) -> _E | None:
-    if not isinstance(raw, str):
-        return None
-    try:
-        return kind(raw)
-    except ValueError:
-        return None
-
-
-def _is_number(raw: object) -> TypeGuard[int | float]:
-    return isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
-
-
-def _count(raw: object) -> int:
-    return max(0, int(raw)) if _is_number(raw) else 0
-
-
-def _time(raw: object) -> float | None:
-    return float(raw) if _is_number(raw) else None
-
-
-def _counts(raw: object) -> dict[str, int]:
-    if not isinstance(raw, Mapping):
-        return {}
-    return {str(key): _count(value) for key, value in raw.items() if _count(value) > 0}
-
-
-def _transitions(raw: object) -> tuple[Transition, ...]:
-    if not isinstance(raw, list | tuple):
-        return ()
-    steps = (_transition_from(item) for item in raw if isinstance(item, Mapping))
-    return tuple(step for step in steps if step is not None)[-HISTORY_LIMIT:]
-
-
-def _transition_from(item: Mapping[str, Any]) -> Transition | None:
-    from_state = _enum(BreakerState, item.get("from"))
-    to_state = _enum(BreakerState, item.get("to"))
-    at = _time(item.get("at"))
-    if from_state is None or to_state is None or at is None:
-        return None
-    reason = item.get("reason")
-    return Transition(from_state, to_state, at, _count(item.get("failure_count")), str(reason))

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,21 +95,34 @@ def fake() -> Iterator[FakeUpstream]:
         yield upstream
 
 
-@pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    env = _gateway_env(tmp_path_factory.mktemp("gateway"))
+def prepare_gateway(data_dir: Path, **overrides: str) -> tuple[dict[str, str], str]:
+    """Migrate a gateway database in ``data_dir``; return its environment and an operator key."""
+    env = {**_gateway_env(data_dir), **overrides}
     _manage("migrate", "--noinput", "-v", "0", env=env)
     manage_key = _manage("createapikey", "--name", "e2e-operator", "--scope", "manage", env=env)
+    return env, manage_key.strip()
+
+
+@contextmanager
+def serving(env: dict[str, str], manage_key: str) -> Iterator[Gateway]:
+    """A gateway process on a free port for the duration of the block."""
     port = free_port()
     argv = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port)]
     process = subprocess.Popen(argv, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_serving(url, process)
-        yield Gateway(url, manage_key.strip())
+        yield Gateway(url, manage_key)
     finally:
         process.terminate()
         process.wait(timeout=15)
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    env, manage_key = prepare_gateway(tmp_path_factory.mktemp("gateway"))
+    with serving(env, manage_key) as running:
+        yield running
 
 
 @dataclass
@@ -128,19 +142,20 @@ def make_route(
     fake: FakeUpstream,
     *scenarios: dict[str, Any],
     models: list[str] | None = None,
+    category: str = "api_key",
 ) -> Route:
     """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
     slug = f"e2e-{secrets.token_hex(4)}"
     gateway.post(
         "/api/providers/",
-        {"slug": slug, "name": slug, "category": "api_key", "base_url": fake.base_url()},
+        {"slug": slug, "name": slug, "category": category, "base_url": fake.base_url()},
     )
     ids = []
     for priority, knobs in enumerate(scenarios or ({},), start=1):
         connection = gateway.post(
             "/api/connections/",
             {"provider": slug, "name": f"c{priority}", "priority": priority,
-             "base_url": _scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET},
+             "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET},
         )  # fmt: skip
         ids.append(connection["id"])
     allowed = models if models is not None else [f"{slug}/*"]
@@ -148,7 +163,7 @@ def make_route(
     return Route(slug, ids, key["key"])
 
 
-def _scenario_url(fake: FakeUpstream, slug: str, index: int, knobs: dict[str, Any]) -> str:
+def scenario_url(fake: FakeUpstream, slug: str, index: int, knobs: dict[str, Any]) -> str:
     # The fake applies the knobs after /s/ and ignores the rest of the path up to
     # /chat/completions, so the path also tells which test and connection a request came from.
     return f"{fake.url}/s/{urlencode(knobs or {'chunk_size': 8})}/r/{slug}/c{index}/v1"

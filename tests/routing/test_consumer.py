@@ -410,3 +410,22 @@ async def test_models_refuses_post(fresh_snapshot: None, catalog: None, plain_ke
 
     assert (reply.status, reply.headers["allow"]) == (405, "GET")
     assert reply.json()["error"]["code"] == "method_not_allowed"
+
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_response_built_already_read_is_relayed_too(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str, stream: bool
+) -> None:
+    # MockTransport handlers naturally build read responses; real transports never do.
+    def fake(request: httpx.Request) -> httpx.Response:
+        if stream:
+            return httpx.Response(200, text="data: [DONE]\n\n")
+        return httpx.Response(503, text="upstream overloaded", headers={"retry-after": "4"})
+
+    reply = await call(fake, plain_key, chat(stream=stream))
+    if stream:
+        assert reply.status == 200 and b"".join(reply.chunks) == b"data: [DONE]\n\n"
+    else:
+        assert reply.status == 503 and reply.headers["retry-after"] == "4"
+        assert "upstream overloaded" in reply.json()["error"]["message"]
