@@ -36,13 +36,27 @@ class _Holder:
 
 
 _holder = _Holder()
+_announcements: set[asyncio.Task[None]] = set()
 
 
 def config_changed() -> None:
-    """Mark the routing configuration as changed (sync: called by services and admin)."""
+    """Mark the routing configuration as changed (services call it after their commit)."""
     _holder.local_version = next(_holder.counter)
-    if store_is_shared():
-        async_to_sync(get_store().incr)(CONFIG_VERSION_KEY)
+    if not store_is_shared():
+        return
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # the usual case: a service in a sync thread
+        async_to_sync(_announce)()
+        return
+    task = loop.create_task(_announce())  # called from async code: don't block its loop
+    _announcements.add(task)
+    task.add_done_callback(_announcements.discard)
+
+
+async def _announce() -> None:
+    """Tell the other processes, through the shared store."""
+    await get_store().incr(CONFIG_VERSION_KEY)
 
 
 async def _remote_version() -> int:

@@ -108,15 +108,15 @@ async def breaker_record_failure(
 
     Network failures are de-duplicated per provider for 10 s, and any failure per
     (provider, connection) for 5 s. A failure arriving while the breaker cannot execute is
-    dropped too, so the open timer is not pushed forward. Returns the breaker after the
-    failure, or ``None`` when it was dropped.
+    dropped too, so the open timer is not pushed forward (the breaker comes back unchanged).
+    Returns the breaker after the failure, or ``None`` when a window dropped it.
     """
-    if not await _first_in_windows(store, name, connection_id, network):
-        return None
+    probe = permit is not None and permit.probe
+    if not probe and not await _first_in_windows(store, name, connection_id, network):
+        return None  # a probe's verdict is never de-duplicated away
     now = store.clock()
 
     def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
-        probe = permit is not None and permit.probe
         if not probe and not breaker.can_execute(policy, now):
             return breaker.refreshed(policy, now), None
         return breaker.after_failure(policy, now, kind, permit), None
@@ -137,15 +137,7 @@ async def _first_in_windows(
 
 async def _claim(store: StateStore, key: str, ttl: float) -> bool:
     """Atomically mark ``key`` for ``ttl`` seconds; False when it was already marked."""
-    claimed = False
-
-    def updater(raw: Json | None) -> Json | None:
-        nonlocal claimed
-        claimed = raw is None
-        return raw if raw is not None else 1
-
-    await store.update(key, updater, ttl=ttl)
-    return claimed
+    return await store.incr(key, ttl=ttl) == 1  # the ttl is set once: repeats never extend it
 
 
 async def breaker_record_success(
@@ -162,15 +154,22 @@ async def breaker_record_success(
     if connection_id is not None:
         await store.delete(f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}")
     now = store.clock()
-    change = await _apply(
-        store, name, lambda b: (b.after_success(policy, now, permit), None), policy
-    )
+
+    def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
+        current = breaker.refreshed(policy, now)
+        if current.state is BreakerState.OPEN:
+            return breaker, None  # a late success while open changes nothing (§2.6)
+        return current.after_success(policy, now, permit), None
+
+    change = await _apply(store, name, step, policy)
     assert change.after is not None
     return change.after
 
 
 async def breaker_reset(*, store: StateStore, name: str) -> Breaker:
     """Manual reset to CLOSED (the record and its history are kept)."""
+    if await store.get(breaker_key(name)) is None:
+        return Breaker()  # nothing to reset
     now = store.clock()
     change = await _apply(store, name, lambda b: (b.reset(now), None))
     assert change.after is not None

@@ -60,3 +60,134 @@ def staff_client(django_user_model: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+# --- State stores for the breaker and window-gate services (both backends, fake clock) ---------
+# Appended below the fixtures above, hence the late imports.
+
+import os  # noqa: E402
+from collections.abc import AsyncIterator, Callable, Iterator  # noqa: E402
+from uuid import uuid4  # noqa: E402
+
+import redis.asyncio  # noqa: E402
+from asgiref.sync import async_to_sync  # noqa: E402
+from pytest_django.fixtures import Settings  # noqa: E402
+from redis.exceptions import RedisError  # noqa: E402
+
+from resilience.api import health  # noqa: E402
+from resilience.domain.breaker import Breaker, BreakerPolicy  # noqa: E402
+from resilience.persistence import persistence_flush  # noqa: E402
+from resilience.services import breakers as breaker_services  # noqa: E402
+from resilience.state import get_store  # noqa: E402
+from resilience.store import MemoryStore, RedisStore, StateStore  # noqa: E402
+from routing.snapshot import current_snapshot, snapshot_clear  # noqa: E402
+from tests.conftest import require_service  # noqa: E402
+
+REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+class FakeClock:
+    """A clock moved by hand: ``clock()`` is the fake time (epoch seconds), ``advance`` moves it."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A fresh fake clock (whole seconds keep the arithmetic exact)."""
+    return FakeClock()
+
+
+async def _require_redis() -> None:
+    client = redis.asyncio.Redis.from_url(REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as error:
+        require_service(f"Redis at {REDIS_URL}", error)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def state_store(
+    request: pytest.FixtureRequest, fake_clock: FakeClock
+) -> AsyncIterator[StateStore]:
+    """An empty store on ``fake_clock``: in memory, then in Redis on a prefix of its own."""
+    if request.param == "memory":
+        yield MemoryStore(clock=fake_clock)
+        return
+    await _require_redis()
+    store = RedisStore(REDIS_URL, prefix=f"omniroute-test:{uuid4().hex}:", clock=fake_clock)
+    try:
+        yield store
+    finally:
+        await store.clear_prefix("")
+        await store.close()
+
+
+class WriteLog:
+    """The breaker write-through calls the services made, in order."""
+
+    def __init__(self) -> None:
+        self.saved: list[tuple[str, Breaker, BreakerPolicy | None]] = []
+        self.deleted: list[str] = []
+
+
+@pytest.fixture
+def write_log(monkeypatch: pytest.MonkeyPatch) -> WriteLog:
+    """Record the breaker services' database write-through instead of queueing it."""
+    log = WriteLog()
+
+    def saved(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> None:
+        log.saved.append((name, breaker, policy))
+
+    monkeypatch.setattr(breaker_services, "persist_breaker", saved)
+    monkeypatch.setattr(breaker_services, "persist_breaker_deleted", log.deleted.append)
+    return log
+
+
+@pytest.fixture
+def process_store(settings: Settings) -> Iterator[StateStore]:
+    """The process-wide store (``get_store()``), fresh, emptied afterwards; the health cache
+    and the config snapshot start empty. Under ``REDIS_URL`` it gets a prefix of its own, so
+    emptying it never touches another run's keys."""
+    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    get_store.cache_clear()
+    health._cache.drop()
+    snapshot_clear()
+    store = get_store()
+    yield store
+    async_to_sync(store.clear_prefix)("")
+    get_store.cache_clear()
+    health._cache.drop()
+
+
+FailProvider = Callable[..., BreakerPolicy]
+
+
+@pytest.fixture
+def fail_provider(process_store: StateStore) -> FailProvider:
+    """``fail_provider(name, times=None)``: record failures of ``name`` on the process store
+    with the provider's configured policy (default: its threshold, so it opens), wait for the
+    write-through, and return the policy."""
+
+    async def fail(name: str, times: int | None) -> BreakerPolicy:
+        policy = (await current_snapshot()).breaker_policy(name)
+        for _ in range(policy.failure_threshold if times is None else times):
+            await breaker_services.breaker_record_failure(
+                store=process_store, name=name, policy=policy
+            )
+        await persistence_flush()
+        return policy
+
+    def run(name: str, times: int | None = None) -> BreakerPolicy:
+        return async_to_sync(fail)(name, times)
+
+    return run

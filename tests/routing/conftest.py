@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import pytest
@@ -15,16 +16,30 @@ from routing.services import api_key_create, connection_save
 UPSTREAM_SECRET = "sk-upstream-SECRET-1234567890"
 
 
+SEED = importlib.import_module("routing.migrations.0002_seed_providers")
+
+
 @pytest.fixture
 def provider(db: None) -> Provider:
     """The ``mock`` provider seeded by ``0002_seed_providers``."""
-    return Provider.objects.get(slug="mock")
+    return seeded_provider("mock")
 
 
 @pytest.fixture
 def other_provider(db: None) -> Provider:
     """A second seeded provider, for cross-provider checks."""
-    return Provider.objects.get(slug="openai")
+    return seeded_provider("openai")
+
+
+def seeded_provider(slug: str) -> Provider:
+    """A provider of the seeded catalog, re-seeded if a transactional test flushed it."""
+    found = Provider.objects.filter(slug=slug).first()
+    if found is not None:
+        return found
+    row = next(row for row in SEED.CATALOG if row[0] == slug)
+    return Provider.objects.create(
+        slug=slug, name=row[1], category=row[2], base_url=row[3], wire_format=row[4]
+    )
 
 
 @pytest.fixture

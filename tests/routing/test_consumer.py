@@ -25,8 +25,7 @@ from routing.upstream import Upstream
 from tests.routing.conftest import UPSTREAM_SECRET
 
 # The snapshot is built through database_sync_to_async (another thread), hence transactions;
-# serialized_rollback restores the seeded providers that a transactional flush removes.
-pytestmark = pytest.mark.django_db(transaction=True, serialized_rollback=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 BACKUP_SECRET = "sk-upstream-BACKUP-0987654321"
 FRESH_SECRET = "sk-upstream-FRESH-1122334455"
@@ -120,7 +119,7 @@ class Reply:
 
 
 def communicator(
-    fake: FakeUpstream,
+    fake: FakeUpstream | Handler,
     key: str,
     *,
     consumer: type[ProxyConsumer] = ChatCompletionsConsumer,
@@ -163,7 +162,7 @@ async def read_reply(comm: Any) -> Reply:
     return Reply(start["status"], headers, chunks)
 
 
-async def call(fake: FakeUpstream, key: str, body: bytes, **kwargs: Any) -> Reply:
+async def call(fake: FakeUpstream | Handler, key: str, body: bytes, **kwargs: Any) -> Reply:
     comm = communicator(fake, key, **kwargs)
     await send_request(comm, body)
     return await read_reply(comm)
@@ -410,7 +409,6 @@ async def test_models_refuses_post(fresh_snapshot: None, catalog: None, plain_ke
 
     assert (reply.status, reply.headers["allow"]) == (405, "GET")
     assert reply.json()["error"]["code"] == "method_not_allowed"
-
 
 
 @pytest.mark.parametrize("stream", [False, True])

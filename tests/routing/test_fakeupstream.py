@@ -119,6 +119,8 @@ async def test_stream_has_20_deltas_finish_and_done(
     assert all(len(p["content"]) == 8 for p in pieces)
     assert "".join(p["content"] for p in pieces) == content(160)
     assert chunks[20]["choices"][0] == {"index": 0, "delta": {}, "finish_reason": "stop"}
+    # The handler marks the record completed just after its last write: wait for it.
+    assert await fake.wait_for_async(lambda f: last(f).completed, timeout=2)
     rec = last(fake)
     assert rec.stream and rec.completed and rec.chunks_sent == 20
 

@@ -1,0 +1,527 @@
+"""The provider breaker and the window gate, end to end through the chat consumer.
+
+An ``httpx.MockTransport`` plays the upstream and a ``MemoryStore`` on a fake clock holds the
+resilience state, so reset timeouts and de-duplication windows pass without sleeping
+(reference-part1 §2.6, §2.8 and §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import ApplicationCommunicator
+
+from resilience.domain.breaker import Breaker, BreakerState
+from resilience.persistence import persistence_flush
+from resilience.services import resilience_settings_update
+from resilience.services.breakers import breaker_get
+from resilience.store import MemoryStore
+from routing.consumers import ChatCompletionsConsumer
+from routing.models import Combo, Provider, ProviderConnection
+from routing.services import api_key_create, combo_save, connection_save, provider_save
+from routing.snapshot import snapshot_clear
+from routing.upstream import Upstream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+THRESHOLD = 3
+RESET_SECONDS = 30
+DEGRADE_AT = 2
+BREAKER = {"failureThreshold": THRESHOLD, "degradationThreshold": DEGRADE_AT}
+BREAKER_SETTINGS = {
+    "providerBreaker": {"apikey": {**BREAKER, "resetTimeoutMs": RESET_SECONDS * 1000}}
+}
+GATE_SECONDS = 5
+GATE = {"enabled": True, "minRetryCooldownMs": GATE_SECONDS * 1000}
+GATE_SETTINGS = {"providerCooldown": {**GATE, "maxRetryCooldownMs": 300_000}}
+# Failures are de-duplicated for 5 s per (provider, connection), network ones 10 s per provider.
+PAST_CONNECTION_DEDUP_SECONDS = 6.0
+PAST_NETWORK_DEDUP_SECONDS = 11.0
+RECEIVE_TIMEOUT_SECONDS = 5
+MODEL = "m1"
+A_MODEL = f"acme/{MODEL}"
+A_SECRET = "sk-acme-PRIMARY-0001"
+A_BACKUP_SECRET = "sk-acme-BACKUP-0002"
+B_SECRET = "sk-bravo-ONLY-0003"
+COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
+
+Behaviour = Callable[[httpx.Request], Awaitable[httpx.Response]]
+
+
+# --- fake upstream and clock ----------------------------------------------------------------
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def answer(status: int, body: bytes) -> Behaviour:
+    """Answer ``status`` with a JSON body left unread, as real transports return them."""
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            status, headers={"content-type": "application/json"}, content=_once(body)
+        )
+
+    return behaviour
+
+
+def error(status: int, message: str, code: str = "upstream_error") -> Behaviour:
+    return answer(status, orjson.dumps({"error": {"message": message, "code": code}}))
+
+
+def raising(exc: type[httpx.TransportError]) -> Behaviour:
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        raise exc("the upstream went away", request=request)
+
+    return behaviour
+
+
+OK = answer(200, orjson.dumps(COMPLETION))
+UNAVAILABLE = error(503, "service unavailable")
+RATE_LIMITED = error(429, "slow down", "rate_limit_exceeded")
+
+
+@dataclass
+class FakeUpstream:
+    """Answers by the connection secret a request carries, and records the secrets it saw."""
+
+    behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        secret = request.headers["authorization"].removeprefix("Bearer ")
+        self.calls.append(secret)
+        return await self.behaviours[secret](request)
+
+
+class FakeClock:
+    """The store's clock (epoch seconds); moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# --- driving the consumer -------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """What the client received."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+    def decision(self) -> dict[str, str]:
+        parts = self.headers["x-omniroute-decision"].split("; ")
+        return dict(part.split("=", 1) for part in parts)
+
+
+async def read_reply(comm: Any) -> Reply:
+    start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+    assert start["type"] == "http.response.start"
+    body = b""
+    while True:
+        event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+        body += event["body"]
+        if not event.get("more_body"):
+            break
+    await comm.wait(RECEIVE_TIMEOUT_SECONDS)
+    headers = {name.decode(): value.decode() for name, value in start["headers"]}
+    return Reply(start["status"], headers, body)
+
+
+@dataclass
+class Gateway:
+    """The chat consumer over the fake upstream and a store on the fake clock, with a key."""
+
+    key: str
+    fake: FakeUpstream
+    clock: FakeClock
+    store: MemoryStore
+    app: Any = None
+
+    def __post_init__(self) -> None:
+        upstream = Upstream(httpx.MockTransport(self.fake))
+        self.app = ChatCompletionsConsumer.as_asgi(upstream=upstream, store=self.store)
+
+    async def start(self, model: str) -> Any:
+        """Send one request and return the communicator, its reply still to read."""
+        path = "/v1/chat/completions"
+        scope = {
+            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"",
+            "headers": [(b"authorization", f"Bearer {self.key}".encode())],
+            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+        }  # fmt: skip
+        comm = ApplicationCommunicator(self.app, scope)
+        body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+        return comm
+
+    async def call(self, model: str) -> Reply:
+        return await read_reply(await self.start(model))
+
+    async def fail(
+        self, model: str, times: int, gap: float = PAST_CONNECTION_DEDUP_SECONDS
+    ) -> None:
+        """Send ``times`` failing requests, ``gap`` clock seconds apart."""
+        for attempt in range(times):
+            if attempt:
+                self.clock.advance(gap)
+            assert (await self.call(model)).status >= 400
+
+    async def breaker(self, provider: str) -> Breaker:
+        return await breaker_get(store=self.store, name=provider)
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def add_provider(slug: str) -> Provider:
+    fields = {"slug": slug, "name": slug.title(), "category": "api_key"}
+    return provider_save(
+        provider=Provider(), fields={**fields, "base_url": f"http://{slug}.test/v1"}
+    )
+
+
+def add_connection(provider: Provider, name: str, secret: str, priority: int) -> int:
+    fields = {"provider": provider, "name": name, "priority": priority}
+    return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
+
+
+def add_combo(name: str, *steps: tuple[Provider, int | None]) -> None:
+    """A priority combo over ``MODEL`` at each (provider, pinned connection or None)."""
+    targets = [{"provider": p, "model": MODEL, "connection_id": c} for p, c in steps]
+    combo_save(combo=Combo(), fields={"name": name}, targets=targets)
+
+
+@pytest.fixture
+def acme(db: None) -> Provider:
+    return add_provider("acme")
+
+
+@pytest.fixture
+def acme_primary(acme: Provider) -> int:
+    return add_connection(acme, "primary", A_SECRET, priority=10)
+
+
+@pytest.fixture
+def acme_backup(acme: Provider) -> int:
+    return add_connection(acme, "backup", A_BACKUP_SECRET, priority=20)
+
+
+@pytest.fixture
+def bravo(db: None) -> Provider:
+    return add_provider("bravo")
+
+
+@pytest.fixture
+def bravo_only(bravo: Provider) -> int:
+    return add_connection(bravo, "only", B_SECRET, priority=10)
+
+
+@pytest.fixture
+def thresholds(db: None) -> None:
+    """API-key providers open at 3 failures, degrade at 2, and stay open 30 s."""
+    resilience_settings_update(patch=BREAKER_SETTINGS)
+
+
+@pytest.fixture
+def window_gate(db: None) -> None:
+    """The window gate on, a failed connection held 5 s (doubling per failure)."""
+    resilience_settings_update(patch=GATE_SETTINGS)
+
+
+@pytest.fixture
+def fresh_snapshot() -> None:
+    snapshot_clear()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
+    yield MemoryStore(clock=clock)
+    await persistence_flush()  # let the write-through finish before the database is flushed
+
+
+@pytest.fixture
+def gateway(fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None) -> Gateway:
+    _, key = api_key_create(name="client")
+    return Gateway(key, FakeUpstream(), clock, store)
+
+
+# --- 1. open breaker short-circuits ---------------------------------------------------------
+
+
+async def test_an_open_breaker_answers_503_without_calling_upstream(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
+    await gateway.fail(A_MODEL, THRESHOLD)
+    assert (await gateway.breaker("acme")).state is BreakerState.OPEN
+
+    reply = await gateway.call(A_MODEL)
+
+    assert reply.status == 503
+    assert reply.json() == {
+        "error": {
+            "message": "Provider acme circuit breaker is open",
+            "type": "server_error",
+            "code": "provider_circuit_open",
+            "provider": "acme",
+            "retry_after": RESET_SECONDS,
+        }
+    }
+    assert reply.headers["retry-after"] == str(RESET_SECONDS)
+    assert reply.headers["x-omniroute-provider-breaker"] == "open"
+    assert gateway.fake.calls == [A_SECRET] * THRESHOLD
+    # and the wait counts down in whole seconds, rounded up
+    gateway.clock.advance(10.5)
+    later = await gateway.call(A_MODEL)
+    assert (later.json()["error"]["retry_after"], later.headers["retry-after"]) == (20, "20")
+
+
+# --- 2. what counts -------------------------------------------------------------------------
+
+
+IGNORED = {
+    "429": RATE_LIMITED,
+    "400": error(400, "bad temperature", "invalid_request"),
+    "401": error(401, "bad key", "invalid_api_key"),
+    "403": error(403, "forbidden", "forbidden"),
+    "404": error(404, "no such model", "model_not_found"),
+    "529": error(529, "busy", "busy"),
+    "503-overloaded": error(503, "The model is Overloaded, try later"),
+    "500-context": error(500, "prompt too long", "context_length_exceeded"),
+}
+
+
+@pytest.mark.parametrize("behaviour", IGNORED.values(), ids=IGNORED.keys())
+async def test_client_errors_rate_limits_and_request_scoped_failures_never_count(
+    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = behaviour
+
+    for _ in range(THRESHOLD + 2):
+        gateway.clock.advance(PAST_NETWORK_DEDUP_SECONDS)
+        assert (await gateway.call(A_MODEL)).status >= 400
+
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
+    assert len(gateway.fake.calls) == THRESHOLD + 2
+
+
+COUNTED = {
+    **{str(status): error(status, "upstream trouble") for status in (408, 500, 502, 503, 504)},
+    "connect-error": raising(httpx.ConnectError),
+    "read-timeout": raising(httpx.ReadTimeout),
+}
+
+
+@pytest.mark.parametrize("behaviour", COUNTED.values(), ids=COUNTED.keys())
+async def test_trip_statuses_network_errors_and_timeouts_open_the_breaker(
+    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = behaviour
+
+    await gateway.fail(A_MODEL, THRESHOLD, gap=PAST_NETWORK_DEDUP_SECONDS)
+
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.OPEN, THRESHOLD)
+    assert (await gateway.call(A_MODEL)).json()["error"]["code"] == "provider_circuit_open"
+    assert len(gateway.fake.calls) == THRESHOLD
+
+
+async def test_a_repeat_inside_the_connection_dedup_window_is_not_counted(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
+
+    await gateway.fail(A_MODEL, THRESHOLD, gap=1.0)
+
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 1)
+
+
+# --- 3 and 4. half-open probes --------------------------------------------------------------
+
+
+async def test_after_the_reset_timeout_exactly_one_probe_reaches_upstream(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    # given: an open breaker whose reset timeout has elapsed, and an upstream that holds
+    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
+    await gateway.fail(A_MODEL, THRESHOLD)
+    gateway.clock.advance(RESET_SECONDS)
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def held(request: httpx.Request) -> httpx.Response:
+        entered.set()
+        await release.wait()
+        return await OK(request)
+
+    gateway.fake.behaviours[A_SECRET] = held
+    gateway.fake.calls.clear()
+    # when: a second request arrives while the probe is in flight
+    probe = await gateway.start(A_MODEL)
+    await asyncio.wait_for(entered.wait(), RECEIVE_TIMEOUT_SECONDS)
+    second = await gateway.call(A_MODEL)
+    release.set()
+    first = await read_reply(probe)
+    # then
+    assert (second.status, second.json()["error"]["code"]) == (503, "provider_circuit_open")
+    assert second.headers["x-omniroute-provider-breaker"] == "open"
+    assert (first.status, first.json()) == (200, COMPLETION)
+    assert gateway.fake.calls == [A_SECRET]
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
+
+
+async def test_a_failed_probe_reopens_the_breaker(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
+    await gateway.fail(A_MODEL, THRESHOLD)
+    gateway.clock.advance(RESET_SECONDS)
+
+    probe = await gateway.call(A_MODEL)
+    after = await gateway.call(A_MODEL)
+
+    assert probe.status == 503 and "x-omniroute-provider-breaker" not in probe.headers
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.open_cycle_count) == (BreakerState.OPEN, 1)
+    assert after.json()["error"]["code"] == "provider_circuit_open"
+    assert after.headers["retry-after"] == str(RESET_SECONDS)
+    assert gateway.fake.calls == [A_SECRET] * (THRESHOLD + 1)
+
+
+# --- 5 and 6. combos ------------------------------------------------------------------------
+
+
+async def test_a_combo_skips_an_open_provider_then_cools_down_when_all_are_open(
+    gateway: Gateway,
+    acme: Provider,
+    acme_primary: int,
+    bravo: Provider,
+    bravo_only: int,
+    thresholds: None,
+) -> None:
+    # given: a combo over acme then bravo, and acme's breaker open
+    await database_sync_to_async(add_combo)("duo", (acme, None), (bravo, None))
+    fake = gateway.fake
+    fake.behaviours.update({A_SECRET: UNAVAILABLE, B_SECRET: OK})
+    await gateway.fail(A_MODEL, THRESHOLD)
+    # when / then: bravo serves and acme is not asked
+    served = await gateway.call("duo")
+    assert (served.status, served.decision()["provider"]) == (200, "bravo")
+    assert served.decision()["excluded"] == f"acme/{MODEL}@{acme_primary}:circuit_open"
+    assert fake.calls == [A_SECRET] * THRESHOLD + [B_SECRET]
+    # when: bravo's breaker opens too
+    fake.behaviours[B_SECRET] = UNAVAILABLE
+    await gateway.fail(f"bravo/{MODEL}", THRESHOLD)
+    calls = len(fake.calls)
+    cooling = await gateway.call("duo")
+    # then
+    assert cooling.status == 503
+    assert cooling.json()["error"]["code"] == "all_targets_cooling_down"
+    assert cooling.headers["retry-after"] == "18"  # acme's, opened 2 x 6 s ago
+    assert "x-omniroute-provider-breaker" not in cooling.headers
+    assert len(fake.calls) == calls
+
+
+@pytest.mark.parametrize(("next_provider", "counted"), [("acme", 0), ("bravo", 1)])
+async def test_a_combo_failure_counts_only_when_the_next_step_leaves_the_provider(
+    gateway: Gateway,
+    acme: Provider,
+    acme_primary: int,
+    acme_backup: int,
+    bravo: Provider,
+    bravo_only: int,
+    thresholds: None,
+    next_provider: str,
+    counted: int,
+) -> None:
+    # The second step answers 429 (never counted) rather than 200, whose success would take
+    # one failure off acme's count and hide a wrongly counted one.
+    same = next_provider == "acme"
+    second, second_secret = (
+        ((acme, acme_backup), A_BACKUP_SECRET) if same else ((bravo, bravo_only), B_SECRET)
+    )
+    await database_sync_to_async(add_combo)("pair", (acme, acme_primary), second)
+    gateway.fake.behaviours.update(
+        {A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: RATE_LIMITED, B_SECRET: RATE_LIMITED}
+    )
+
+    reply = await gateway.call("pair")
+
+    assert reply.status == 429
+    assert gateway.fake.calls == [A_SECRET, second_secret]
+    assert (await gateway.breaker("acme")).failure_count == counted
+
+
+# --- 7. window gate -------------------------------------------------------------------------
+
+
+async def test_the_window_gate_holds_a_failed_combo_connection_until_its_cooldown_ends(
+    gateway: Gateway, acme: Provider, acme_primary: int, acme_backup: int, window_gate: None
+) -> None:
+    await database_sync_to_async(add_combo)("gated", (acme, None))
+    fake = gateway.fake
+    fake.behaviours.update({A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: OK})
+    # given: the primary failed and the backup served
+    assert (await gateway.call("gated")).decision()["connection"] == str(acme_backup)
+    # when / then: the primary is held without being asked
+    held = await gateway.call("gated")
+    assert held.decision()["connection"] == str(acme_backup)
+    assert held.decision()["excluded"] == f"acme/{MODEL}@{acme_primary}:connection_cooldown"
+    assert fake.calls == [A_SECRET, A_BACKUP_SECRET, A_BACKUP_SECRET]
+    # when / then: 5 s later it is tried again, and serves
+    fake.behaviours[A_SECRET] = OK
+    gateway.clock.advance(GATE_SECONDS)
+    again = await gateway.call("gated")
+    assert again.decision()["connection"] == str(acme_primary)
+    assert "excluded" not in again.decision()
+
+
+async def test_a_success_clears_the_window_gate_backoff(
+    gateway: Gateway, acme: Provider, acme_primary: int, acme_backup: int, window_gate: None
+) -> None:
+    # given: the primary failed, cooled down, served once, then failed once more
+    await database_sync_to_async(add_combo)("gated", (acme, None))
+    fake = gateway.fake
+    fake.behaviours.update({A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: OK})
+    await gateway.call("gated")
+    gateway.clock.advance(GATE_SECONDS)
+    fake.behaviours[A_SECRET] = OK
+    assert (await gateway.call("gated")).decision()["connection"] == str(acme_primary)
+    fake.behaviours[A_SECRET] = UNAVAILABLE
+    await gateway.call("gated")
+    # when: the first cooldown (5 s) has passed, not the doubled one (10 s)
+    gateway.clock.advance(GATE_SECONDS)
+    fake.behaviours[A_SECRET] = OK
+    reply = await gateway.call("gated")
+    # then: the success had reset the count, so the primary is tried again
+    assert reply.decision()["connection"] == str(acme_primary)
+    assert "excluded" not in reply.decision()
