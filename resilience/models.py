@@ -40,3 +40,6 @@ class CircuitBreaker(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+from resilience.rules_models import ProviderErrorRule, StatusRestatementRule  # noqa: F401

@@ -64,14 +64,23 @@ def test_open_breaker_short_circuits_then_one_probe_closes_it(
     assert refused.headers["x-omniroute-provider-breaker"] == "open"
     assert int(refused.headers["retry-after"]) >= 1
     assert len(records(fake, route)) == 1
-    assert (breaker_of(gateway, route.provider) or {})["state"] == "open"
+    assert _state_within(gateway, route.provider, "open", timeout=3)
 
     healthy = scenario_url(fake, route.provider, 1, {})
     gateway.api.patch(f"/api/connections/{route.connections[0]}/", json={"base_url": healthy})
     answered = _poll_until_served(gateway, route.key, route.model(), timeout=5)
     assert answered.status_code == 200
     assert len(records(fake, route)) == 2  # the refused polls never reached the upstream
-    assert (breaker_of(gateway, route.provider) or {})["state"] == "closed"
+    assert _state_within(gateway, route.provider, "closed", timeout=3)  # health is cached 1 s
+
+
+def _state_within(gateway: Gateway, provider: str, state: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while (breaker_of(gateway, provider) or {}).get("state") != state:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def _poll_until_served(gateway: Gateway, key: str, model: str, timeout: float) -> httpx.Response:
