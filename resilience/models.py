@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from resilience.domain.breaker import BreakerState
+from resilience.rules_models import ProviderErrorRule, StatusRestatementRule  # noqa: F401
 
 
 class ResilienceSettings(models.Model):
@@ -40,6 +41,3 @@ class CircuitBreaker(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-
-from resilience.rules_models import ProviderErrorRule, StatusRestatementRule  # noqa: F401

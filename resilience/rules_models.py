@@ -7,6 +7,7 @@ per kind. ``clean()`` holds every rule, so the admin form, the services and the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -48,7 +49,7 @@ class _Rule(models.Model):
         self._check_operator_cap()
 
     def _check_builtin_unchanged(self) -> None:
-        stored = type(self).objects.filter(pk=self.pk).values().first() if self.pk else None
+        stored = self._stored()
         was_builtin = bool(stored and stored["is_builtin"])
         if self.is_builtin != was_builtin:
             raise ValidationError("Only the seed migration makes built-in rules.")
@@ -65,10 +66,15 @@ class _Rule(models.Model):
                 f"(changed: {', '.join(sorted(changed))})."
             )
 
+    def _stored(self) -> Mapping[str, object] | None:
+        if self.pk is None:
+            return None
+        return type(self)._default_manager.filter(pk=self.pk).values().first()
+
     def _check_operator_cap(self) -> None:
         if self.is_builtin or not self._state.adding:
             return
-        if type(self).objects.filter(is_builtin=False).count() >= OPERATOR_RULES_MAX:
+        if type(self)._default_manager.filter(is_builtin=False).count() >= OPERATOR_RULES_MAX:
             raise ValidationError(
                 f"At most {OPERATOR_RULES_MAX} operator rules of this kind; "
                 "delete or edit one instead."

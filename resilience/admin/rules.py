@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -55,14 +56,12 @@ class StatusRestatementRuleForm(ModelFormBase):
 class _RuleAdmin(ServiceAdmin):
     """Shared by both kinds: built-in rows frozen but for ``is_enabled``; enable/disable."""
 
-    fields: tuple[str, ...] = ()
     list_display_links = ("rule_id",)
-    search_fields = ("provider", "rule_id")
     actions = ("enable_rules", "disable_rules")
 
     def get_readonly_fields(self, request: HttpRequest, obj: RuleRow | None = None) -> Any:
         if obj is not None and obj.is_builtin:
-            return tuple(name for name in self.fields if name != "is_enabled")
+            return tuple(name for name in flatten(self.fields or ()) if name != "is_enabled")
         return ("is_builtin",)
 
     def get_form(
@@ -145,6 +144,7 @@ class StatusRestatementRuleAdmin(_RuleAdmin):
         "is_builtin", "is_enabled",
     )  # fmt: skip
     list_filter = ("provider", "is_builtin", "is_enabled")
+    search_fields = ("provider", "rule_id")
     fields = (
         "provider", "rule_id", "position", "is_enabled", "is_builtin", "from_statuses",
         "to_status", "text_markers", "exclude_markers", "default_retry_after_ms",

@@ -128,7 +128,7 @@ class ErrorRule:
             return False
         expected, actual = self.header_value.lower(), value.strip().lower()
         return (
-            expected in actual if self.header_match is HeaderMatch.CONTAINS else expected == actual
+            expected in actual if self.header_match == HeaderMatch.CONTAINS else expected == actual
         )
 
 

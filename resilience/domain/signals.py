@@ -63,12 +63,8 @@ MODEL_RETIRED_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bno longer available\b", _I),
     re.compile(r"\bno longer supported\b", _I),
     re.compile(r"\breached (?:its |the )?end.?of.?life\b", _I),
-    re.compile(
-        r"\bmodel[\s\S]{0,40}?\b(?:deprecated|retired|discontinued|decommissioned)\b", _I
-    ),
-    re.compile(
-        r"\b(?:deprecated|retired|discontinued|decommissioned)[\s\S]{0,40}?\bmodel\b", _I
-    ),
+    re.compile(r"\bmodel[\s\S]{0,40}?\b(?:deprecated|retired|discontinued|decommissioned)\b", _I),
+    re.compile(r"\b(?:deprecated|retired|discontinued|decommissioned)[\s\S]{0,40}?\bmodel\b", _I),
 )
 
 ENDPOINT_MOVED_PATTERNS: tuple[re.Pattern[str], ...] = (
