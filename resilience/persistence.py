@@ -16,6 +16,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from resilience.domain.breaker import Breaker, BreakerPolicy
+from resilience.domain.connection_state import ConnectionState
 
 logger = logging.getLogger(__name__)
 _pending: set[asyncio.Task[None]] = set()
@@ -105,6 +106,34 @@ async def persistence_flush() -> None:
     loop = asyncio.get_running_loop()
     while mine := [task for task in _pending if task.get_loop() is loop]:
         await asyncio.gather(*mine, return_exceptions=True)
+
+
+def _save_connection_state(connection_id: int, data: dict[str, Any]) -> None:
+    # Through the app registry: the row is routing's model, and routing depends on resilience.
+    from django.apps import apps
+    from django.utils import timezone
+
+    state = ConnectionState.from_dict(data)
+    model = apps.get_model("routing", "ProviderConnection")
+    model.objects.filter(pk=connection_id).update(
+        test_status=state.test_status,
+        rate_limited_until=_aware(state.rate_limited_until),
+        backoff_level=state.backoff_level,
+        last_error=state.last_error,
+        last_error_at=_aware(state.last_error_at),
+        last_error_type=state.last_error_type,
+        error_code=state.error_code,
+        updated_at=timezone.now(),
+    )
+
+
+def _aware(epoch: float | None) -> dt.datetime | None:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC) if epoch is not None else None
+
+
+def persist_connection_state(connection_id: int, state: ConnectionState) -> None:
+    """Queue the write of a connection's cooldown and error columns."""
+    _schedule(_save_connection_state, connection_id, state.to_dict())
 
 
 def persisted_breakers() -> dict[str, dict[str, Any]]:

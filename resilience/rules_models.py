@@ -7,7 +7,7 @@ per kind. ``clean()`` holds every rule, so the admin form, the services and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -43,8 +43,11 @@ class _Rule(models.Model):
     def __str__(self) -> str:
         return f"{self.provider}/{self.rule_id}"
 
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        self.provider = (self.provider or "").strip().lower()  # before the slug check
+        super().clean_fields(exclude)
+
     def clean(self) -> None:
-        self.provider = (self.provider or "").strip().lower()
         self._check_builtin_unchanged()
         self._check_operator_cap()
 

@@ -14,12 +14,11 @@ after the loop has returned it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from resilience.domain.breaker import Permit
-
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, should_fail_over
 from routing.domain.planning import RoutePlan, Target
@@ -70,6 +69,10 @@ class OutcomeRecorder(Protocol):
     async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None: ...
 
 
+Restater = Callable[[Target, Outcome, "AttemptContext"], Outcome]
+"""Rewrites a failed outcome before anything reads it (status restatement)."""
+
+
 @dataclass(slots=True)
 class AttemptResult:
     """The winning target and its reply, or ``None`` when every target failed or was skipped."""
@@ -86,10 +89,12 @@ class AttemptLoop:
         upstream: Upstream,
         filters: Sequence[EligibilityFilter] = (),
         recorders: Sequence[OutcomeRecorder] = (),
+        restate: Restater | None = None,
     ) -> None:
         self.upstream = upstream
         self.filters = tuple(filters)
         self.recorders = tuple(recorders)
+        self.restate = restate
 
     async def run(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Try each eligible target once, in plan order, until one succeeds or must stop."""
@@ -98,6 +103,8 @@ class AttemptLoop:
                 continue
             body = encode_for_target(payload, target)
             outcome, reply = await self.upstream.send(target, body, stream=context.stream)
+            if self.restate is not None:
+                outcome = self.restate(target, outcome, context)
             context.attempts.append((target, outcome))
             await self._record(target, outcome, context)
             if reply is not None:

@@ -29,6 +29,7 @@ from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.errors import GatewayError
 from routing.domain.planning import plan_route
 from routing.guards import default_filters, default_recorders
+from routing.guards.restatement import restate
 from routing.payload import parse_chat_request
 from routing.relay import failure_response, reply_headers, stream_error_event
 from routing.snapshot import current_snapshot
@@ -49,7 +50,7 @@ def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
     cached = _loops.get((id(upstream), id(store)))
     if cached is not None and cached[0] is upstream and cached[1] is store:
         return cached[2]
-    loop = AttemptLoop(upstream, default_filters(store), default_recorders(store))
+    loop = AttemptLoop(upstream, default_filters(store), default_recorders(store), restate)
     _loops[(id(upstream), id(store))] = (upstream, store, loop)
     return loop
 

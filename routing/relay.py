@@ -12,7 +12,7 @@ from routing.domain.errors import error_body, upstream_error_body
 from routing.domain.outcomes import OutcomeKind
 from routing.domain.planning import Target
 from routing.domain.vocabulary import ExclusionReason
-from routing.upstream import UpstreamReply
+from routing.upstream import RELAYED_ERROR_HEADERS, UpstreamReply
 
 Headers = list[tuple[bytes, bytes]]
 JSON = b"application/json"
@@ -53,7 +53,11 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
     if outcome is None:
         return _all_excluded(context, headers)
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status is not None:
-        headers += [(name.encode(), value.encode()) for name, value in outcome.headers.items()]
+        headers += [
+            (name.encode(), value.encode())
+            for name, value in outcome.headers.items()
+            if name in RELAYED_ERROR_HEADERS
+        ]
         return outcome.status, upstream_error_body(outcome.status, outcome.body), headers
     if outcome.kind is OutcomeKind.TIMEOUT:
         message = f"The upstream did not answer in time ({outcome.detail})."

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
-from resilience.domain.policies import breaker_policy_for, window_gate_policy_for
+from django.conf import settings as django_settings
+
+from resilience.domain.connection_state import ConnectionState
+from resilience.domain.policies import (
+    breaker_policy_for,
+    cooldown_profile_for,
+    window_gate_policy_for,
+)
 from resilience.selectors import resilience_settings_current
+from resilience.selectors_rules import rules_for_snapshot
 from routing.domain.config import (
     ComboInfo,
     ComboStep,
@@ -43,10 +53,25 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
         secret=connection.get_secret(),
         served_models=tuple(str(m) for m in connection.served_models or ()),
         max_concurrent=connection.max_concurrent,
-        test_status=connection.test_status,
-        rate_limited_until=connection.rate_limited_until,
+        state=ConnectionState(
+            test_status=connection.test_status,
+            rate_limited_until=_epoch(connection.rate_limited_until),
+            backoff_level=connection.backoff_level,
+            last_error=connection.last_error,
+            last_error_at=_epoch(connection.last_error_at),
+            last_error_type=connection.last_error_type,
+            error_code=connection.error_code,
+        ),
         disable_cooling=connection.disable_cooling,
     )
+
+
+# The model-lockout settings' maxCooldownMs caps connection cooldowns too (§4.2).
+MAX_COOLDOWN_MS = 1_800_000
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return moment.timestamp() if moment is not None else None
 
 
 def _key_info(key: ClientApiKey) -> KeyInfo:
@@ -89,6 +114,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         slug: window_gate_policy_for(p.category, settings, os.environ)
         for slug, p in providers.items()
     }
+    restatements, error_rules = rules_for_snapshot()
     return ConfigSnapshot(
         version=version,
         remote_version=remote_version,
@@ -101,4 +127,11 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
             for slug, p in providers.items()
         },
         gate_policies={slug: gate for slug, gate in gates.items() if gate is not None},
+        cooldown_profiles={
+            slug: cooldown_profile_for(p.category, settings, os.environ, MAX_COOLDOWN_MS)
+            for slug, p in providers.items()
+        },
+        restatement_rules=restatements,
+        error_rules=error_rules,
+        time_zone=ZoneInfo(django_settings.TIME_ZONE),
     )

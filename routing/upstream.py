@@ -149,7 +149,7 @@ async def _read(
     if response.status_code >= 400:
         body = await _read_limited(response)
         await response.aclose()
-        headers = {h: response.headers[h] for h in RELAYED_ERROR_HEADERS if h in response.headers}
+        headers = {name.lower(): value for name, value in response.headers.items()}
         outcome = Outcome(
             OutcomeKind.HTTP_ERROR, response.status_code, headers, body,
             f"HTTP {response.status_code}", _elapsed_ms(started),

@@ -5,9 +5,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from resilience.domain.breaker import BreakerPolicy
+from resilience.domain.classifier import CooldownProfile
 from resilience.domain.profiles import profile_for_category, profile_with_env
 from resilience.domain.settings import ResilienceSettings
 from resilience.domain.window_gate import WindowGatePolicy
+
+
+def cooldown_profile_for(
+    category: str, settings: ResilienceSettings, env: Mapping[str, str], max_cooldown_ms: int
+) -> CooldownProfile:
+    """The connection-cooldown profile of a provider of ``category`` (§4.2).
+
+    From the profile table: base = the transient cooldown, or the rate-limit cooldown when that
+    is larger; upstream retry hints are honoured when the rate-limit cooldown is 0 (the legacy
+    mapping); the backoff exponent is capped at the profile's level.
+    """
+    name = profile_for_category(category)
+    profile = profile_with_env(name, env)
+    base = max(profile.transient_cooldown_ms, profile.rate_limit_cooldown_ms)
+    return CooldownProfile(
+        base_cooldown_ms=base,
+        use_upstream_retry_hints=profile.rate_limit_cooldown_ms == 0,
+        max_backoff_steps=profile.max_backoff_level,
+        max_cooldown_ms=max_cooldown_ms,
+        category=category,
+    )
 
 
 def breaker_policy_for(

@@ -7,13 +7,14 @@ the configuration version changes; nothing lazy, nothing that can query.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 
 from resilience.domain.breaker import BreakerPolicy
-
+from resilience.domain.classifier import CooldownProfile
+from resilience.domain.connection_state import ConnectionState
+from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
-from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,16 +45,11 @@ class ConnectionInfo:
     secret: str | None = field(default=None, repr=False)
     served_models: tuple[str, ...] = ()
     max_concurrent: int | None = None
-    test_status: str = TestStatus.ACTIVE
-    rate_limited_until: datetime | None = None
+    state: ConnectionState = field(default_factory=ConnectionState)  # as the database had it
     disable_cooling: bool = False
 
     def serves(self, model: str) -> bool:
         return not self.served_models or model in self.served_models
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.test_status in TERMINAL_STATUSES
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +101,9 @@ class ComboInfo:
 
 
 DEFAULT_BREAKER_POLICY = BreakerPolicy()
+DEFAULT_COOLDOWN_PROFILE = CooldownProfile(
+    base_cooldown_ms=3_000, use_upstream_retry_hints=True, max_backoff_steps=5
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +118,14 @@ class ConfigSnapshot:
     combos: dict[str, ComboInfo] = field(default_factory=dict)
     breaker_policies: dict[str, BreakerPolicy] = field(default_factory=dict)
     gate_policies: dict[str, WindowGatePolicy] = field(default_factory=dict)
+    cooldown_profiles: dict[str, CooldownProfile] = field(default_factory=dict)
+    restatement_rules: dict[str, tuple[RestatementRule, ...]] = field(default_factory=dict)
+    error_rules: dict[str, tuple[ErrorRule, ...]] = field(default_factory=dict)
+    time_zone: tzinfo = UTC
+
+    def cooldown_profile(self, provider: str) -> CooldownProfile:
+        """The provider's connection-cooldown profile."""
+        return self.cooldown_profiles.get(provider) or DEFAULT_COOLDOWN_PROFILE
 
     def breaker_policy(self, provider: str) -> BreakerPolicy:
         """The provider's breaker policy (its profile with the operator's settings)."""

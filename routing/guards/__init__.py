@@ -5,14 +5,15 @@ from __future__ import annotations
 from resilience.store import StateStore
 from routing.attempts import EligibilityFilter, OutcomeRecorder
 from routing.guards.breaker import BreakerFilter, BreakerRecorder
+from routing.guards.connection import ConnectionFilter, ConnectionRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 
 
 def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
     """Filters in the order they run; the breaker last, since it may take a probe slot."""
-    return (WindowGateFilter(store), BreakerFilter(store))
+    return (ConnectionFilter(store), WindowGateFilter(store), BreakerFilter(store))
 
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
     """Recorders in the order they run."""
-    return (BreakerRecorder(store), WindowGateRecorder(store))
+    return (BreakerRecorder(store), ConnectionRecorder(store), WindowGateRecorder(store))

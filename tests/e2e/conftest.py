@@ -143,6 +143,7 @@ def make_route(
     *scenarios: dict[str, Any],
     models: list[str] | None = None,
     category: str = "api_key",
+    disable_cooling: bool = False,
 ) -> Route:
     """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
     slug = f"e2e-{secrets.token_hex(4)}"
@@ -155,7 +156,8 @@ def make_route(
         connection = gateway.post(
             "/api/connections/",
             {"provider": slug, "name": f"c{priority}", "priority": priority,
-             "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET},
+             "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET,
+             "disable_cooling": disable_cooling},
         )  # fmt: skip
         ids.append(connection["id"])
     allowed = models if models is not None else [f"{slug}/*"]

@@ -54,7 +54,7 @@ def breaker_of(gateway: Gateway, provider: str) -> dict[str, Any] | None:
 def test_open_breaker_short_circuits_then_one_probe_closes_it(
     gateway: Gateway, fake: FakeUpstream, fast_local_breaker: None
 ) -> None:
-    route = make_route(gateway, fake, {"status": 503}, category="local")
+    route = make_route(gateway, fake, {"status": 503}, category="local", disable_cooling=True)
     assert ask(gateway, route.key, route.model()).status_code == 503  # reached upstream, opens
 
     refused = ask(gateway, route.key, route.model())
@@ -95,7 +95,7 @@ def _poll_until_served(gateway: Gateway, key: str, model: str, timeout: float) -
 def test_combo_traffic_moves_to_the_next_provider_while_one_is_open(
     gateway: Gateway, fake: FakeUpstream, fast_local_breaker: None
 ) -> None:
-    failing = make_route(gateway, fake, {"status": 503}, category="local")
+    failing = make_route(gateway, fake, {"status": 503}, category="local", disable_cooling=True)
     healthy = make_route(gateway, fake)
     name = f"combo-{failing.provider}"
     gateway.post(
@@ -124,7 +124,7 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
     with serving(env, manage_key) as first:
         slow = {"failureThreshold": 1, "degradationThreshold": 1, "resetTimeoutMs": 600_000}
         first.api.patch("/api/resilience", json={"providerBreaker": {"local": slow}})
-        route = make_route(first, fake, {"status": 503}, category="local")
+        route = make_route(first, fake, {"status": 503}, category="local", disable_cooling=True)
         ask(first, route.key, route.model())
         before = breaker_of(first, route.provider)
         stopped_at = time.monotonic()

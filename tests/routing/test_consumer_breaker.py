@@ -22,6 +22,7 @@ from resilience.domain.breaker import Breaker, BreakerState
 from resilience.persistence import persistence_flush
 from resilience.services import resilience_settings_update
 from resilience.services.breakers import breaker_get
+from resilience.services.connections import connection_state_reset
 from resilience.store import MemoryStore
 from routing.consumers import ChatCompletionsConsumer
 from routing.models import Combo, Provider, ProviderConnection
@@ -203,7 +204,9 @@ def add_provider(slug: str) -> Provider:
 
 
 def add_connection(provider: Provider, name: str, secret: str, priority: int) -> int:
-    fields = {"provider": provider, "name": name, "priority": priority}
+    # disable_cooling: these tests watch the provider breaker alone, without the per-connection
+    # cooldowns that would otherwise skip a connection that just failed (tested elsewhere).
+    fields = {"provider": provider, "name": name, "priority": priority, "disable_cooling": True}
     return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
 
 
@@ -326,6 +329,9 @@ async def test_client_errors_rate_limits_and_request_scoped_failures_never_count
 
     for _ in range(THRESHOLD + 2):
         gateway.clock.advance(PAST_NETWORK_DEDUP_SECONDS)
+        # A 401 makes the connection terminal (expired): forget that, so each request reaches
+        # the upstream and only the breaker is under test.
+        await connection_state_reset(store=gateway.store, connection_id=acme_primary)
         assert (await gateway.call(A_MODEL)).status >= 400
 
     breaker = await gateway.breaker("acme")

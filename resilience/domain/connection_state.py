@@ -1,0 +1,198 @@
+"""A connection's cooldown and terminal state, and how one failure or success changes it (pure).
+
+The state mirrors the connection's durable columns (reference-part1 §4.1). ``after_failure``
+is the reference's markAccountUnavailable (§4.4) minus the storage: the terminal guard, the
+anti-thundering-herd guard, terminal resolution (§4.5), ``disable_cooling`` and the rule-scope
+branches. It runs inside one atomic store update, so concurrent failures of one connection are
+serialised and raise its backoff level once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from resilience.domain.classifier import Classification, Reason, RuleScope
+
+ACTIVE = "active"
+UNAVAILABLE = "unavailable"
+BANNED = "banned"
+EXPIRED = "expired"
+CREDITS_EXHAUSTED = "credits_exhausted"
+TERMINAL = frozenset({BANNED, EXPIRED, CREDITS_EXHAUSTED})
+LAST_ERROR_CHARS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionState:
+    """The durable error state of one connection; times are epoch seconds."""
+
+    test_status: str = ACTIVE
+    rate_limited_until: float | None = None
+    backoff_level: int = 0
+    last_error: str = ""
+    last_error_at: float | None = None
+    last_error_type: str = ""
+    error_code: str = ""
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.test_status in TERMINAL
+
+    @property
+    def is_clean(self) -> bool:
+        """Nothing to clear: active, no cooldown, no error fields (§4.7)."""
+        return self == ConnectionState()
+
+    def remaining(self, now: float) -> float:
+        """Seconds of cooldown left (0 when none or past: lazy recovery, no timer)."""
+        if self.rate_limited_until is None:
+            return 0.0
+        return max(0.0, self.rate_limited_until - now)
+
+    def is_eligible(self, now: float) -> bool:
+        return not self.is_terminal and self.remaining(now) <= 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "test_status": self.test_status,
+            "rate_limited_until": self.rate_limited_until,
+            "backoff_level": self.backoff_level,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "last_error_type": self.last_error_type,
+            "error_code": self.error_code,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConnectionState:
+        until, at = data.get("rate_limited_until"), data.get("last_error_at")
+        return cls(
+            test_status=str(data.get("test_status") or ACTIVE),
+            rate_limited_until=float(until) if isinstance(until, int | float) else None,
+            backoff_level=max(0, int(data.get("backoff_level") or 0)),
+            last_error=str(data.get("last_error") or ""),
+            last_error_at=float(at) if isinstance(at, int | float) else None,
+            last_error_type=str(data.get("last_error_type") or ""),
+            error_code=str(data.get("error_code") or ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFacts:
+    """What the caller knows of one failure beyond the classification."""
+
+    status: int
+    text: str
+    error_type: str
+    disable_cooling: bool = False
+    per_model_quota: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """The outcome of marking: the new state and what the caller should do next."""
+
+    state: ConnectionState
+    fallback: bool
+    cooldown_ms: int
+    changed: bool
+    terminal: str | None = None
+    model_only: bool = False  # operator scope `model`: lock the model, keep the connection
+    provider_wide: bool = False  # operator scope `provider`: cool every connection
+
+
+def terminal_status(
+    classification: Classification, facts: FailureFacts, credits_signal: bool
+) -> str | None:
+    """§4.5: credits exhausted, then banned, then expired; or None."""
+    if classification.credits_exhausted:
+        return CREDITS_EXHAUSTED
+    if not facts.per_model_quota and (facts.status == 402 or credits_signal):
+        return CREDITS_EXHAUSTED
+    if classification.reason == Reason.NOT_FOUND:
+        return None
+    if classification.permanent:
+        return BANNED
+    if facts.status == 401:
+        return EXPIRED
+    return None
+
+
+def _connection_scoped_quota(c: Classification) -> bool:
+    """The connection-scope consumption guard (§7.3): a temporary cooldown, never terminal."""
+    return (
+        c.rule_scope == RuleScope.CONNECTION
+        and c.reason == Reason.QUOTA_EXHAUSTED
+        and not c.permanent
+        and not c.credits_exhausted
+    )
+
+
+def _with_error(
+    state: ConnectionState, facts: FailureFacts, level: int, now: float
+) -> ConnectionState:
+    return replace(
+        state,
+        last_error=facts.text[:LAST_ERROR_CHARS],
+        last_error_at=now,
+        last_error_type=facts.error_type,
+        error_code=str(facts.status),
+        backoff_level=level,
+    )
+
+
+def after_failure(
+    state: ConnectionState,
+    classification: Classification,
+    facts: FailureFacts,
+    *,
+    now: float,
+    credits_signal: bool = False,
+) -> Marked:
+    """Mark one failure (§4.4 steps 4-14) on ``state``, classified at its backoff level."""
+    facts = replace(facts, error_type=str(classification.reason))
+    if state.is_terminal:
+        return Marked(state, True, 0, changed=False, terminal=state.test_status)
+    if state.remaining(now) > 0:  # already cooling: no re-mark, no level raised twice
+        return Marked(state, True, int(state.remaining(now) * 1000), changed=False)
+    if not classification.fallback:
+        return Marked(state, False, 0, changed=False)
+    if classification.rule_scope == RuleScope.MODEL and not _connection_scoped_quota(
+        classification
+    ):
+        base = _with_error(state, facts, state.backoff_level, now)
+        return Marked(base, True, classification.cooldown_ms, changed=True, model_only=True)
+    scoped = _connection_scoped_quota(classification)
+    terminal = None if scoped else terminal_status(classification, facts, credits_signal)
+    return _persisted(state, classification, facts, terminal, now)
+
+
+def _persisted(
+    state: ConnectionState,
+    c: Classification,
+    facts: FailureFacts,
+    terminal: str | None,
+    now: float,
+) -> Marked:
+    base = _with_error(state, facts, c.new_backoff_level, now)
+    provider_wide = c.rule_scope == RuleScope.PROVIDER
+    if terminal is not None:
+        marked = replace(base, test_status=terminal, rate_limited_until=None)
+        return Marked(marked, True, 0, changed=True, terminal=terminal)
+    if c.cooldown_ms > 0 and not facts.disable_cooling:
+        until = now + c.cooldown_ms / 1000
+        marked = replace(base, test_status=UNAVAILABLE, rate_limited_until=until)
+        return Marked(marked, True, c.cooldown_ms, changed=True, provider_wide=provider_wide)
+    return Marked(replace(base, rate_limited_until=None), True, 0, changed=True)
+
+
+def cooled_by_provider_rule(
+    state: ConnectionState, cooldown_ms: int, now: float
+) -> ConnectionState:
+    """A sibling cooled by an operator rule of scope ``provider`` (terminal ones untouched)."""
+    until = now + cooldown_ms / 1000
+    if state.is_terminal or (state.rate_limited_until or 0) >= until:
+        return state
+    return replace(state, test_status=UNAVAILABLE, rate_limited_until=until)

@@ -1,0 +1,112 @@
+"""Connection cooldown and terminal state in the state store, written through to the row.
+
+The store record ``conn:<id>`` is authoritative while the process lives; without one, the
+state the configuration snapshot read from the database applies (so a restart keeps a cooling
+or terminal connection as it was). Marking runs inside one atomic store update: concurrent
+failures of one connection, in one process or many, are serialised and raise its backoff
+level once (the anti-thundering-herd guard sees the first one's cooldown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from resilience.domain.classifier import Classification
+from resilience.domain.connection_state import (
+    ConnectionState,
+    FailureFacts,
+    Marked,
+    after_failure,
+    cooled_by_provider_rule,
+)
+from resilience.persistence import persist_connection_state
+from resilience.store import Json, StateStore
+
+CONNECTION_PREFIX = "conn:"
+CLEAN_TTL_SECONDS = 3600.0
+
+
+def connection_key(connection_id: int) -> str:
+    return f"{CONNECTION_PREFIX}{connection_id}"
+
+
+def _decode(raw: Json | None) -> ConnectionState | None:
+    return ConnectionState.from_dict(raw) if isinstance(raw, dict) else None
+
+
+async def connection_state_get(
+    *, store: StateStore, connection_id: int, durable: ConnectionState
+) -> ConnectionState:
+    """The live state: the store's record, else what the database said (``durable``)."""
+    return _decode(await store.get(connection_key(connection_id))) or durable
+
+
+@dataclass(slots=True)
+class _Seen:
+    marked: Marked | None = None
+
+
+async def connection_mark_failed(
+    *,
+    store: StateStore,
+    connection_id: int,
+    durable: ConnectionState,
+    classify: Callable[[int], Classification],
+    facts: FailureFacts,
+    credits_signal: bool = False,
+) -> Marked:
+    """Record one failure: classify at the current backoff level and mark atomically."""
+    now = store.clock()
+    seen = _Seen()
+
+    def updater(raw: Json | None) -> Json | None:
+        state = _decode(raw) or durable
+        seen.marked = after_failure(
+            state, classify(state.backoff_level), facts, now=now, credits_signal=credits_signal
+        )
+        return seen.marked.state.to_dict() if seen.marked.changed else raw
+
+    await store.update(connection_key(connection_id), updater)
+    assert seen.marked is not None
+    if seen.marked.changed:
+        persist_connection_state(connection_id, seen.marked.state)
+    return seen.marked
+
+
+async def connection_mark_succeeded(
+    *, store: StateStore, connection_id: int, durable: ConnectionState
+) -> bool:
+    """A success clears the error fields, once: no write when already clean. True if cleared."""
+    current = await connection_state_get(store=store, connection_id=connection_id, durable=durable)
+    if current.is_clean:
+        return False
+    await store.set(
+        connection_key(connection_id), ConnectionState().to_dict(), ttl=CLEAN_TTL_SECONDS
+    )
+    persist_connection_state(connection_id, ConnectionState())
+    return True
+
+
+async def connection_cool_siblings(
+    *, store: StateStore, durable: dict[int, ConnectionState], cooldown_ms: int
+) -> list[int]:
+    """An operator rule of scope ``provider``: cool every non-terminal connection given."""
+    now = store.clock()
+    cooled = []
+    for connection_id, state in durable.items():
+
+        def updater(raw: Json | None, state: ConnectionState = state) -> Json | None:
+            current = _decode(raw) or state
+            return cooled_by_provider_rule(current, cooldown_ms, now).to_dict()
+
+        after = _decode(await store.update(connection_key(connection_id), updater))
+        if after is not None and after.remaining(now) > 0:
+            persist_connection_state(connection_id, after)
+            cooled.append(connection_id)
+    return cooled
+
+
+async def connection_state_reset(*, store: StateStore, connection_id: int) -> None:
+    """Operator reset: forget the live state (the caller clears the row)."""
+    await store.delete(connection_key(connection_id))

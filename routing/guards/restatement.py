@@ -1,0 +1,40 @@
+"""Status restatement (reference-part1 §6): applied once to every failed upstream response.
+
+It runs right after the response is read and before anything classifies it, streaming or not,
+so the client, the breaker, the cooldown and the lockout all see the restated status and
+``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from resilience.domain.rules import apply_restatement
+from routing.attempts import AttemptContext
+from routing.domain.failures import error_parts
+from routing.domain.outcomes import RETRY_AFTER, Outcome, OutcomeKind
+from routing.domain.planning import Target
+
+
+def _retry_after_ms(outcome: Outcome) -> int | None:
+    raw = outcome.retry_after
+    return int(float(raw) * 1000) if raw and raw.strip().replace(".", "", 1).isdigit() else None
+
+
+def restate(target: Target, outcome: Outcome, context: AttemptContext) -> Outcome:
+    """The outcome as the provider's first matching restatement rule states it."""
+    rules = context.snapshot.restatement_rules.get(target.provider.slug)
+    if not rules or outcome.kind is not OutcomeKind.HTTP_ERROR or outcome.status is None:
+        return outcome
+    message, _ = error_parts(outcome.body)
+    haystack = f"{message} {outcome.body.decode('utf-8', 'replace')}"
+    restated = apply_restatement(
+        rules, status=outcome.status, text=haystack, retry_after_ms=_retry_after_ms(outcome)
+    )
+    if restated.rule_id is None:
+        return outcome
+    headers = dict(outcome.headers)
+    if restated.retry_after_ms:
+        headers[RETRY_AFTER] = str(max(1, math.ceil(restated.retry_after_ms / 1000)))
+    return replace(outcome, status=restated.status, headers=headers)
