@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from resilience.domain.breaker import Permit
+from resilience.domain.connection_state import Marked
+from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, should_fail_over
 from routing.domain.planning import RoutePlan, Target
@@ -49,6 +51,8 @@ class AttemptContext:
     snapshot: ConfigSnapshot = field(default_factory=ConfigSnapshot)
     started: float = field(default_factory=time.monotonic)
     permits: dict[str, Permit] = field(default_factory=dict)
+    marks: dict[tuple[int, str], Marked] = field(default_factory=dict)  # by (connection, model)
+    lock_records: dict[int, LockRecord] = field(default_factory=dict)  # by connection
     exclusions: list[Exclusion] = field(default_factory=list)
     attempts: list[tuple[Target, Outcome]] = field(default_factory=list)
 

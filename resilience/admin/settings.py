@@ -40,10 +40,18 @@ def field_name(path: str) -> str:
     return path.replace(".", "__")
 
 
+def _optional_bool_widget() -> forms.NullBooleanSelect:
+    widget = forms.NullBooleanSelect()
+    widget.choices = [("unknown", "Unset (provider default)"), ("true", "Yes"), ("false", "No")]
+    return widget
+
+
 def _form_field(path: str, spec: FieldSpec) -> forms.Field:
     # No min/max here: the bounds are validate_patch's to check, with the API's messages.
     if spec.kind is Kind.BOOL:
         return forms.BooleanField(label=path, required=False)
+    if spec.kind is Kind.OPTIONAL_BOOL:
+        return forms.NullBooleanField(label=path, widget=_optional_bool_widget())
     return forms.IntegerField(label=path, help_text=f"{spec.minimum:,} – {spec.maximum:,}")
 
 

@@ -31,6 +31,8 @@ from resilience.services import resilience_settings_document, resilience_setting
 def _leaf_schema(spec: FieldSpec) -> dict[str, Any]:
     if spec.kind is Kind.BOOL:
         return {"type": "boolean"}
+    if spec.kind is Kind.OPTIONAL_BOOL:
+        return {"type": "boolean", "nullable": True}
     return {"type": "integer", "minimum": spec.minimum, "maximum": spec.maximum}
 
 

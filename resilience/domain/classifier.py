@@ -10,13 +10,14 @@ not ours). Decision order, first match wins:
    → no fallback, skip the provider breaker.
 3. 503 with ``x-omni-fallback-hint: connection_cooldown`` → 5 s, ``service_not_running``.
 4. (the per-account rotation gate of the reference is out of scope.)
-5. With error text (``classifier_text``): a. account deactivated → 1 year, permanent; b. 404/410 retired model, or
-   c. endpoint moved → 24 h ``not_found``; d. billing suspension → credits exhausted; (e. the
-   Gemini counters are out of scope); f. credits exhausted; g. daily quota → local midnight;
-   h. subscription cap → hint or 1 h; i. weekly cap → 24 h; j. session cap → 5 h; k. quota text
-   with a reset hint → retryable quota; l. 403 route restriction → no fallback; m. 403 + a rule
-   of a scope-honouring provider → the rule; n. 403 on an API-key provider → retryable auth.
-   f, g, h and k only when the quota gate is open (not a 429, or the 429 preserves quota).
+5. With error text (see ``classifier_text``): a. account deactivated → 1 year, permanent;
+   b. 404/410 retired model, or c. endpoint moved → 24 h ``not_found``; d. billing suspension
+   → credits exhausted; (e. the Gemini counters are out of scope); f. credits exhausted;
+   g. daily quota → local midnight; h. subscription cap → hint or 1 h; i. weekly cap → 24 h;
+   j. session cap → 5 h; k. quota text with a reset hint → retryable quota; l. 403 route
+   restriction → no fallback; m. 403 + a rule of a scope-honouring provider → the rule;
+   n. 403 on an API-key provider → retryable auth. f, g, h and k only when the quota gate is
+   open (not a 429, or the 429 preserves quota).
 6. The global :data:`ERROR_RULES` (a 429 that does not preserve quota: status rule only).
 7. 406 and the retryable statuses → retryable ``server_error``.
 8. 432 → subscription cap, hint or 1 h.

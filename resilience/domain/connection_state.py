@@ -88,6 +88,7 @@ class FailureFacts:
     error_type: str
     disable_cooling: bool = False
     per_model_quota: bool = False
+    model_only: bool = False  # the failure belongs to the model (a lockout takes it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,7 @@ class Marked:
     terminal: str | None = None
     model_only: bool = False  # operator scope `model`: lock the model, keep the connection
     provider_wide: bool = False  # operator scope `provider`: cool every connection
+    classification: Classification | None = None
 
 
 def terminal_status(
@@ -158,15 +160,16 @@ def after_failure(
     if state.remaining(now) > 0:  # already cooling: no re-mark, no level raised twice
         return Marked(state, True, int(state.remaining(now) * 1000), changed=False)
     if not classification.fallback:
-        return Marked(state, False, 0, changed=False)
-    if classification.rule_scope == RuleScope.MODEL and not _connection_scoped_quota(
-        classification
-    ):
+        return Marked(state, False, 0, changed=False, classification=classification)
+    model_scope = classification.rule_scope == RuleScope.MODEL or facts.model_only
+    if model_scope and not _connection_scoped_quota(classification):
         base = _with_error(state, facts, state.backoff_level, now)
-        return Marked(base, True, classification.cooldown_ms, changed=True, model_only=True)
+        cooldown = classification.cooldown_ms
+        return Marked(base, True, cooldown, True, model_only=True, classification=classification)
     scoped = _connection_scoped_quota(classification)
     terminal = None if scoped else terminal_status(classification, facts, credits_signal)
-    return _persisted(state, classification, facts, terminal, now)
+    marked = _persisted(state, classification, facts, terminal, now)
+    return replace(marked, classification=classification)
 
 
 def _persisted(

@@ -16,17 +16,16 @@ def cooldown_profile_for(
 ) -> CooldownProfile:
     """The connection-cooldown profile of a provider of ``category`` (§4.2).
 
-    From the profile table: base = the transient cooldown, or the rate-limit cooldown when that
-    is larger; upstream retry hints are honoured when the rate-limit cooldown is 0 (the legacy
-    mapping); the backoff exponent is capped at the profile's level.
+    OAuth and API-key providers take the operator's ``connectionCooldown`` section; local ones
+    the legacy mapping of their profile-table numbers (see ``resilience.domain.settings``).
+    ``max_cooldown_ms`` comes from the model-lockout settings. ``env`` is unused (no
+    environment variable moves these numbers); it keeps the policy builders' signature.
     """
-    name = profile_for_category(category)
-    profile = profile_with_env(name, env)
-    base = max(profile.transient_cooldown_ms, profile.rate_limit_cooldown_ms)
+    cooldown = settings.cooldown_for(profile_for_category(category))
     return CooldownProfile(
-        base_cooldown_ms=base,
-        use_upstream_retry_hints=profile.rate_limit_cooldown_ms == 0,
-        max_backoff_steps=profile.max_backoff_level,
+        base_cooldown_ms=cooldown.base_cooldown_ms,
+        use_upstream_retry_hints=cooldown.use_upstream_retry_hints,
+        max_backoff_steps=cooldown.max_backoff_steps,
         max_cooldown_ms=max_cooldown_ms,
         category=category,
     )
@@ -35,7 +34,11 @@ def cooldown_profile_for(
 def breaker_policy_for(
     category: str, settings: ResilienceSettings, env: Mapping[str, str]
 ) -> BreakerPolicy:
-    """The breaker policy of a provider of ``category``: its profile with the operator's numbers."""
+    """The breaker policy of a provider of ``category``: its profile with the operator's numbers.
+
+    ``connectionCooldown.<profile>.useUpstream429BreakerHints`` picks the 429 hint mode; unset
+    means off.
+    """
     name = profile_for_category(category)
     operator = settings.breaker_for(name)
     return BreakerPolicy.from_profile(
@@ -43,6 +46,7 @@ def breaker_policy_for(
         failure_threshold=operator.failure_threshold,
         degradation_threshold=operator.degradation_threshold,
         reset_timeout_ms=operator.reset_timeout_ms,
+        use_429_hints=bool(settings.cooldown_for(name).use_upstream_429_breaker_hints),
     )
 
 

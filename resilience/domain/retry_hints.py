@@ -37,6 +37,9 @@ MAX_SHORT_HINT_MS = DAY_MS
 EPOCH_MS_THRESHOLD = 10_000_000_000  # an X-RateLimit-Reset above this is in milliseconds
 _EPOCH_SECONDS_LIMIT = 1e12  # a body's resets_at below this is in seconds
 _DST_SLACK_MS = 25 * 3_600_000
+# Absurd upstream numbers are clamped before any float conversion (no OverflowError).
+_MAX_HINT_SECONDS = MAX_HINT_MS // 1000 + 1
+_MAX_EPOCH_MS = 10**15
 
 _INTEGER = re.compile(r"\d+")
 _LEADING_INTEGER = re.compile(r"\s*(\d+)")
@@ -88,8 +91,8 @@ def detect_retry_hint(
     body_hint = json_body_hint(text, now=now, tz=tz)
     if body_hint is not None:
         return body_hint
-    text_ms = text_hint_ms(text, now=now, tz=tz)
-    return RetryHint(text_ms, HintSource.BODY) if text_ms else None
+    text_ms = _text_forms_ms(text, now=now, tz=tz)
+    return RetryHint(text_ms, HintSource.BODY) if text_ms is not None else None
 
 
 def reset_at_from_headers(headers: Mapping[str, str], *, now: float, tz: tzinfo) -> float | None:
@@ -103,7 +106,7 @@ def reset_at_from_headers(headers: Mapping[str, str], *, now: float, tz: tzinfo)
     found = _LEADING_INTEGER.match(reset) if reset else None
     if found is None:
         return None
-    value = int(found.group(1))
+    value = min(int(found.group(1)), _MAX_EPOCH_MS)
     return value / 1000 if value > EPOCH_MS_THRESHOLD else float(value)
 
 
@@ -126,29 +129,23 @@ def json_body_hint(text: str, *, now: float, tz: tzinfo) -> RetryHint | None:
 
 def text_hint_ms(text: str, *, now: float, tz: tzinfo) -> int | None:
     """A wait parsed from the error text (the JSON body first), or None."""
-    if not text:
-        return None
     body_hint = json_body_hint(text, now=now, tz=tz)
-    if body_hint is not None:
-        return body_hint.ms
-    for parse in (_please_retry_ms, _iso_phrase_ms, _countdown_ms, _days_ms):
-        ms = parse(text, now, tz)
-        if ms is not None:
-            return ms
-    return None
+    return body_hint.ms if body_hint is not None else _text_forms_ms(text, now=now, tz=tz)
 
 
 def parse_delay_ms(value: object) -> int | None:
-    """ "33s", "1.5s", "1500ms", "2m", "1h" or a bare number of seconds → milliseconds."""
+    """Milliseconds of a delay: "33s", "1.5s", "1500ms", "2m", "1h" or bare seconds."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, int):
+        return value * 1000
+    if isinstance(value, float):
         return round(value * 1000) if math.isfinite(value) else None
     found = _DELAY.fullmatch(str(value).strip())
     if found is None:
         return None
-    unit = (found.group(2) or "s").lower()
-    return round(float(found.group(1)) * _UNIT_MS[unit])
+    ms = float(found.group(1)) * _UNIT_MS[(found.group(2) or "s").lower()]
+    return round(ms) if math.isfinite(ms) else None
 
 
 def declared_retry_delay_seconds(text: str) -> float | None:
@@ -196,7 +193,7 @@ def header_value(headers: Mapping[str, str], name: str) -> str | None:
 def _retry_after_instant(value: str, *, now: float, tz: tzinfo) -> float | None:
     stripped = value.strip()
     if _INTEGER.fullmatch(stripped):
-        return now + int(stripped)
+        return now + min(int(stripped), _MAX_HINT_SECONDS)
     instant = _http_date(stripped)
     return instant if instant is not None else _iso_instant(stripped, tz)
 
@@ -204,11 +201,11 @@ def _retry_after_instant(value: str, *, now: float, tz: tzinfo) -> float | None:
 def _http_date(value: str) -> float | None:
     try:
         parsed = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if parsed.tzinfo is None:  # "-0000": HTTP dates are GMT
+            parsed = parsed.replace(tzinfo=UTC)
+        return parsed.timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if parsed.tzinfo is None:  # "-0000": HTTP dates are GMT
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
 
 
 # -- JSON body -------------------------------------------------------------------------------------
@@ -287,14 +284,25 @@ _BODY_FIELDS: tuple[_Field, ...] = (_resets_at_ms, _retry_after_field_ms, _retry
 def _as_number(value: object) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
     if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        return float(value.strip())
+        value = float(value.strip())
+    if isinstance(value, int):
+        return float(min(value, _MAX_EPOCH_MS))
+    if isinstance(value, float) and math.isfinite(value):
+        return value
     return None
 
 
 # -- text ------------------------------------------------------------------------------------------
+
+
+def _text_forms_ms(text: str, *, now: float, tz: tzinfo) -> int | None:
+    """The first of the prose forms (not the JSON body) that gives a positive wait."""
+    for parse in (_please_retry_ms, _iso_phrase_ms, _countdown_ms, _days_ms):
+        ms = parse(text, now, tz) if text else None
+        if ms is not None:
+            return ms
+    return None
 
 
 def _please_retry_ms(text: str, now: float, tz: tzinfo) -> int | None:
@@ -332,9 +340,9 @@ def _iso_instant(value: object, tz: tzinfo) -> float | None:
     normalised = _ISO_FRACTION.sub(r"\1", value.strip(), count=1)
     try:
         parsed = datetime.fromisoformat(normalised)
-    except ValueError:
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)).timestamp()
+    except (ValueError, OverflowError):
         return None
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=tz)).timestamp()
 
 
 def ms_until(instant: float | None, now: float) -> int | None:
@@ -343,10 +351,11 @@ def ms_until(instant: float | None, now: float) -> int | None:
 
 
 def _positive_ms(value: float | None) -> int | None:
-    if value is None or not math.isfinite(value):
+    """A positive wait capped at 30 days; ints may be huge (no float conversion)."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
-    ms = round(value)
-    return min(ms, MAX_HINT_MS) if ms > 0 else None
+    ms = value if isinstance(value, int) or value is None else round(value)
+    return min(ms, MAX_HINT_MS) if ms is not None and ms > 0 else None
 
 
 def _ms_until_local(day: date, at: time, *, now: float, tz: tzinfo) -> int:

@@ -4,6 +4,15 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
 
     providerBreaker.{oauth,apikey,local}.{failureThreshold, degradationThreshold, resetTimeoutMs}
     providerCooldown.{enabled, minRetryCooldownMs, maxRetryCooldownMs}
+    connectionCooldown.{oauth,apikey}.{baseCooldownMs, useUpstreamRetryHints, maxBackoffSteps,
+                                       useUpstream429BreakerHints}
+
+``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
+the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
+cooldown 5 000) = 5 000 ms, upstream retry hints off because the rate-limit cooldown is not 0,
+3 backoff steps, 429 breaker hints unset). ``useUpstream429BreakerHints`` is tri-state
+(``Kind.OPTIONAL_BOOL``): true, false, or unset (``null``: the provider's default); ``null`` in
+a patch clears a stored value, an omitted field keeps it.
 
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
@@ -32,9 +41,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
+from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile, profile_with_env
 
-Value = int | bool
+Value = int | bool | None  # None: an OPTIONAL_BOOL left unset
 Default = Value | Callable[[Mapping[str, str]], Value]
 
 MS_PER_HOUR = 3_600_000
@@ -50,6 +59,7 @@ class Kind(StrEnum):
 
     INT = "int"
     BOOL = "bool"
+    OPTIONAL_BOOL = "optional_bool"  # true, false or unset (null)
 
 
 class SettingsError(ValueError):
@@ -95,23 +105,29 @@ class FieldSpec:
         """The default with the environment override applied (invalid overrides are ignored)."""
         base = self.default(env) if callable(self.default) else self.default
         raw = env.get(self.env) if self.env else None
-        if self.kind is Kind.BOOL:
-            flag = _env_flag(raw)
-            return bool(base) if flag is None else flag
-        return self.coerce(raw, base)
+        if self.kind is Kind.INT:
+            return self.coerce(raw, base)
+        flag = _env_flag(raw)
+        return self.coerce(base, base) if flag is None else flag
 
     def coerce(self, raw: Any, fallback: Value) -> Value:
         """The lenient reading of ``raw``; ``fallback`` (clamped) when it is unusable."""
-        if self.kind is Kind.BOOL:
-            return raw if isinstance(raw, bool) else bool(fallback)
-        number = to_integer(raw)
-        return self.clamp(int(fallback) if number is None else number)
+        if self.kind is Kind.INT:
+            number = to_integer(raw)
+            return self.clamp(int(fallback or 0) if number is None else number)
+        if isinstance(raw, bool):
+            return raw
+        return bool(fallback) if self.kind is Kind.BOOL else fallback
 
     def clamp(self, value: int) -> int:
         return min(self.maximum, max(self.minimum, value))
 
     def strict(self, raw: Any) -> Value:
         """``raw`` if it is valid as it stands; ``ValueError`` with the message otherwise."""
+        if self.kind is Kind.OPTIONAL_BOOL:
+            if raw is not None and not isinstance(raw, bool):
+                raise ValueError("must be a boolean or null")
+            return raw
         if self.kind is Kind.BOOL:
             if not isinstance(raw, bool):
                 raise ValueError("must be a boolean")
@@ -146,6 +162,24 @@ def _breaker_fields(name: ProfileName) -> dict[str, FieldSpec]:
     }
 
 
+MAX_BACKOFF_STEPS = 32
+# profile → (baseCooldownMs, useUpstreamRetryHints, maxBackoffSteps) defaults (§4.2); the
+# profiles with an operator section (local has none: see the module doc).
+_COOLDOWN_DEFAULTS = {ProfileName.OAUTH: (5_000, False, 8), ProfileName.APIKEY: (3_000, True, 5)}
+COOLDOWN_SECTIONS = tuple(_COOLDOWN_DEFAULTS)
+
+
+def _cooldown_fields(name: ProfileName) -> dict[str, FieldSpec]:
+    base, hints, steps = _COOLDOWN_DEFAULTS[name]
+    prefix = f"connectionCooldown.{name}"
+    return {
+        f"{prefix}.baseCooldownMs": FieldSpec(Kind.INT, base, 0, MS_PER_DAY),
+        f"{prefix}.useUpstreamRetryHints": FieldSpec(Kind.BOOL, hints),
+        f"{prefix}.maxBackoffSteps": FieldSpec(Kind.INT, steps, 0, MAX_BACKOFF_STEPS),
+        f"{prefix}.useUpstream429BreakerHints": FieldSpec(Kind.OPTIONAL_BOOL, None),
+    }
+
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -155,6 +189,7 @@ SCHEMA: dict[str, FieldSpec] = {
     "providerCooldown.maxRetryCooldownMs": FieldSpec(
         Kind.INT, 300_000, 0, MS_PER_DAY, env="PROVIDER_COOLDOWN_MAX_MS"
     ),
+    **{path: spec for name in COOLDOWN_SECTIONS for path, spec in _cooldown_fields(name).items()},
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.
@@ -167,6 +202,11 @@ _BRANCHES = frozenset(
 
 def _leaf(path: str) -> str:
     return path.rsplit(".", 1)[-1]
+
+
+def _number(values: Mapping[str, Value], path: str) -> int:
+    """An integer field's value (the rules relate integer fields only)."""
+    return int(values[path] or 0)
 
 
 class Rule(Protocol):
@@ -185,12 +225,13 @@ class BelowRule:
     upper: str
 
     def fix(self, values: dict[str, Value]) -> None:
-        values[self.lower] = min(values[self.lower], max(1, values[self.upper] - 1))
+        high = _number(values, self.upper)
+        values[self.lower] = min(_number(values, self.lower), max(1, high - 1))
 
     def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
         if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
             return {}
-        low, high = values[self.lower], values[self.upper]
+        low, high = _number(values, self.lower), _number(values, self.upper)
         if high <= 1 or low < high:
             return {}
         if self.lower in touched:  # name the field the caller changed
@@ -206,12 +247,12 @@ class AtMostRule:
     upper: str
 
     def fix(self, values: dict[str, Value]) -> None:
-        values[self.upper] = max(values[self.upper], values[self.lower])
+        values[self.upper] = max(_number(values, self.upper), _number(values, self.lower))
 
     def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
         if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
             return {}
-        low, high = values[self.lower], values[self.upper]
+        low, high = _number(values, self.lower), _number(values, self.upper)
         if low <= high:
             return {}
         if self.lower in touched:
@@ -249,14 +290,40 @@ class ProviderCooldownSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CooldownSettings:
+    """One profile's connection-cooldown numbers (§4.2); times in milliseconds."""
+
+    base_cooldown_ms: int
+    use_upstream_retry_hints: bool
+    max_backoff_steps: int
+    use_upstream_429_breaker_hints: bool | None  # None: unset, the provider's default
+
+
+def legacy_cooldown(profile: ProviderProfile) -> CooldownSettings:
+    """The legacy mapping of a profile's numbers (§4.2): base = max(transient, rate-limit
+    cooldown), upstream retry hints only when the rate-limit cooldown is 0, steps = the
+    profile's maximum backoff level. The ``local`` profile's connection cooldown."""
+    return CooldownSettings(
+        base_cooldown_ms=max(profile.transient_cooldown_ms, profile.rate_limit_cooldown_ms),
+        use_upstream_retry_hints=profile.rate_limit_cooldown_ms == 0,
+        max_backoff_steps=profile.max_backoff_level,
+        use_upstream_429_breaker_hints=None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class ResilienceSettings:
     """The resolved settings: every field present, in range and consistent."""
 
     provider_breaker: Mapping[ProfileName, BreakerSettings]
     provider_cooldown: ProviderCooldownSettings
+    connection_cooldown: Mapping[ProfileName, CooldownSettings]  # every profile, local included
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
+
+    def cooldown_for(self, profile: ProfileName) -> CooldownSettings:
+        return self.connection_cooldown[profile]
 
 
 def flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -303,9 +370,22 @@ def resolve_settings(stored: Mapping[str, Any], env: Mapping[str, str]) -> Resil
 def _breaker(values: Mapping[str, Value], name: ProfileName) -> BreakerSettings:
     prefix = f"providerBreaker.{name}"
     return BreakerSettings(
-        failure_threshold=int(values[f"{prefix}.failureThreshold"]),
-        degradation_threshold=int(values[f"{prefix}.degradationThreshold"]),
-        reset_timeout_ms=int(values[f"{prefix}.resetTimeoutMs"]),
+        failure_threshold=_number(values, f"{prefix}.failureThreshold"),
+        degradation_threshold=_number(values, f"{prefix}.degradationThreshold"),
+        reset_timeout_ms=_number(values, f"{prefix}.resetTimeoutMs"),
+    )
+
+
+def _cooldown(values: Mapping[str, Value], name: ProfileName) -> CooldownSettings:
+    if name not in COOLDOWN_SECTIONS:
+        return legacy_cooldown(PROFILES[name])  # no env override touches these three numbers
+    prefix = f"connectionCooldown.{name}"
+    hints_429 = values[f"{prefix}.useUpstream429BreakerHints"]
+    return CooldownSettings(
+        base_cooldown_ms=_number(values, f"{prefix}.baseCooldownMs"),
+        use_upstream_retry_hints=bool(values[f"{prefix}.useUpstreamRetryHints"]),
+        max_backoff_steps=_number(values, f"{prefix}.maxBackoffSteps"),
+        use_upstream_429_breaker_hints=None if hints_429 is None else bool(hints_429),
     )
 
 
@@ -314,9 +394,10 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         provider_breaker={name: _breaker(values, name) for name in ProfileName},
         provider_cooldown=ProviderCooldownSettings(
             enabled=bool(values["providerCooldown.enabled"]),
-            min_retry_cooldown_ms=int(values["providerCooldown.minRetryCooldownMs"]),
-            max_retry_cooldown_ms=int(values["providerCooldown.maxRetryCooldownMs"]),
+            min_retry_cooldown_ms=_number(values, "providerCooldown.minRetryCooldownMs"),
+            max_retry_cooldown_ms=_number(values, "providerCooldown.maxRetryCooldownMs"),
         ),
+        connection_cooldown={name: _cooldown(values, name) for name in ProfileName},
     )
 
 
@@ -337,10 +418,22 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "minRetryCooldownMs": cooldown.min_retry_cooldown_ms,
             "maxRetryCooldownMs": cooldown.max_retry_cooldown_ms,
         },
+        "connectionCooldown": {
+            str(name): _cooldown_document(settings.cooldown_for(name)) for name in COOLDOWN_SECTIONS
+        },
     }
 
 
-def _walk(node: Mapping[Any, Any], prefix: str) -> Iterator[tuple[str, Value | None, str]]:
+def _cooldown_document(cooldown: CooldownSettings) -> dict[str, Any]:
+    return {
+        "baseCooldownMs": cooldown.base_cooldown_ms,
+        "useUpstreamRetryHints": cooldown.use_upstream_retry_hints,
+        "maxBackoffSteps": cooldown.max_backoff_steps,
+        "useUpstream429BreakerHints": cooldown.use_upstream_429_breaker_hints,
+    }
+
+
+def _walk(node: Mapping[Any, Any], prefix: str) -> Iterator[tuple[str, Value, str]]:
     """``(path, value, "")`` per valid leaf of a patch, ``(path, None, message)`` per error."""
     for key, raw in node.items():
         path = f"{prefix}.{key}" if prefix else str(key)
@@ -381,8 +474,8 @@ def validate_patch(patch: Any, current: Mapping[str, Any] | None = None) -> dict
     for path, value, message in _walk(patch, ""):
         if message:
             errors[path] = message
-        elif value is not None:
-            values[path] = value
+        else:
+            values[path] = value  # None: an OPTIONAL_BOOL cleared back to unset
     if not any(key in SECTIONS for key in patch):
         errors[ROOT_FIELD] = "must contain at least one of: " + ", ".join(SECTIONS)
     errors = errors or _check_rules(values, current)
@@ -392,12 +485,23 @@ def validate_patch(patch: Any, current: Mapping[str, Any] | None = None) -> dict
 
 
 def merge(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``stored`` with ``patch`` deep-merged in (omitted fields keep their values); no mutation."""
+    """``stored`` with ``patch`` deep-merged in; no mutation.
+
+    Omitted fields keep their values; a ``null`` removes the stored value (back to the default).
+    Empty objects are not kept: they mean the same as absent ones.
+    """
     merged = copy.deepcopy(dict(stored))
     for key, value in patch.items():
         current = merged.get(key)
-        if isinstance(value, Mapping) and isinstance(current, Mapping):
-            merged[key] = merge(current, value)
+        if isinstance(value, Mapping):
+            child = merge(current if isinstance(current, Mapping) else {}, value)
+            if child:
+                merged[key] = child
+            else:
+                merged.pop(key, None)
+        elif value is None:
+            merged.pop(key, None)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, tzinfo
 from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
 from resilience.domain.connection_state import ConnectionState
+from resilience.domain.lockout import LockoutSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
@@ -122,6 +123,7 @@ class ConfigSnapshot:
     restatement_rules: dict[str, tuple[RestatementRule, ...]] = field(default_factory=dict)
     error_rules: dict[str, tuple[ErrorRule, ...]] = field(default_factory=dict)
     time_zone: tzinfo = UTC
+    lockout: LockoutSettings = field(default_factory=LockoutSettings)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

@@ -6,14 +6,26 @@ from resilience.store import StateStore
 from routing.attempts import EligibilityFilter, OutcomeRecorder
 from routing.guards.breaker import BreakerFilter, BreakerRecorder
 from routing.guards.connection import ConnectionFilter, ConnectionRecorder
+from routing.guards.lockout import ModelLockoutFilter, ModelLockoutRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 
 
 def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
     """Filters in the order they run; the breaker last, since it may take a probe slot."""
-    return (ConnectionFilter(store), WindowGateFilter(store), BreakerFilter(store))
+    return (
+        ConnectionFilter(store),
+        ModelLockoutFilter(store),
+        WindowGateFilter(store),
+        BreakerFilter(store),
+    )
 
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
     """Recorders in the order they run."""
-    return (BreakerRecorder(store), ConnectionRecorder(store), WindowGateRecorder(store))
+    # The lockout recorder reads what the connection recorder classified: keep it after.
+    return (
+        BreakerRecorder(store),
+        ConnectionRecorder(store),
+        ModelLockoutRecorder(store),
+        WindowGateRecorder(store),
+    )

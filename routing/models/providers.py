@@ -66,6 +66,12 @@ class ProviderConnection(models.Model):
     last_error_type = models.CharField(max_length=64, blank=True)
     error_code = models.CharField(max_length=64, blank=True)
     backoff_level = models.PositiveIntegerField(default=0)
+    expired_retry_count = models.PositiveIntegerField(
+        default=0, help_text="Failed re-checks of an expired OAuth connection (decision 12)."
+    )
+    expired_retry_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the next expired re-check is due."
+    )
     disable_cooling = models.BooleanField(default=False)
     extras = models.JSONField(default=dict, blank=True, help_text="Per-connection settings.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,14 +1,15 @@
-"""Pure tests of the failure classifier (reference-part1 §4.3): tables of failure → verdict."""
+"""Pure tests of the failure classifier (reference-part1 §4.3): scaled cooldowns, the global
+rule table, steps 1-3 and 6-10, upstream hints and the 429 kind. The text steps (5) are in
+``test_classifier_text``."""
 
 from __future__ import annotations
 
 import ast
 import sys
 from dataclasses import replace
-from datetime import UTC
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -22,40 +23,30 @@ from resilience.domain import (
 )
 from resilience.domain.breaker_state import FailureKind
 from resilience.domain.classifier import (
-    DEFAULT_COOLDOWN_PROFILES,
-    Classification,
     CooldownProfile,
-    FailureInput,
     HintSource,
     Reason,
-    RuleMatch,
-    RuleScope,
-    classify,
     classify_429_kind,
     scaled_cooldown_ms,
 )
 from resilience.domain.classifier_rules import ERROR_RULES
-
-T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
-API = DEFAULT_COOLDOWN_PROFILES["api_key"]
-OAUTH = DEFAULT_COOLDOWN_PROFILES["oauth"]
-NO_HINTS = replace(API, use_upstream_retry_hints=False)
-HOUR, DAY = 3_600_000, 86_400_000
-RETRY_30S = {"retry-after": "30"}
-
-
-def run(
-    status: int, text: str = "", profile: CooldownProfile = API, tz: Any = UTC, **fields: Any
-) -> Classification:
-    fields.setdefault("provider", "acme")
-    reset_hour = fields.pop("reset_hour", None)
-    failure = FailureInput(status, text, **fields)
-    return classify(failure, profile, now=T0, tz=tz, reset_hour=reset_hour)
-
-
-def verdict(result: Classification) -> tuple[bool, int, int, str]:
-    return result.fallback, result.cooldown_ms, result.new_backoff_level, str(result.reason)
-
+from tests.resilience.classifier_support import (
+    API,
+    AU,
+    DAY,
+    MC,
+    NO_HINTS,
+    OAUTH,
+    RETRY_30S,
+    RL,
+    SE,
+    T0,
+    UN,
+    Q,
+    Verdict,
+    run,
+    verdict,
+)
 
 # -- scaled cooldowns ----------------------------------------------------------------------------
 
@@ -63,7 +54,7 @@ def verdict(result: Classification) -> tuple[bool, int, int, str]:
 @pytest.mark.parametrize(
     ("profile", "level", "cooldown", "new_level"),
     [
-        *((API, lvl, 3_000 * 2**lvl, lvl + 1) for lvl in range(5)),
+        *((API, lvl, 3_000 * 2**lvl, lvl + 1) for lvl in range(5)),  # 3, 6, 12, 24, 48 s
         (API, 5, 96_000, 5),
         (API, 6, 96_000, 5),
         *((OAUTH, lvl, 5_000 * 2**lvl, min(lvl + 1, 8)) for lvl in range(9)),
@@ -90,45 +81,43 @@ def test_a_500_walks_the_api_key_ladder(level: int) -> None:
 
 
 def test_the_oauth_ladder_tops_out_at_1280_s() -> None:
-    assert verdict(run(503, profile=OAUTH, backoff_level=8)) == (True, 1_280_000, 8, "server_error")
+    assert verdict(run(503, profile=OAUTH, backoff_level=8)) == (True, 1_280_000, 8, SE)
 
 
-# -- the global ERROR_RULES table ----------------------------------------------------------------
+def test_the_scaled_cooldown_is_capped_by_max_cooldown_ms() -> None:
+    profile = replace(OAUTH, max_cooldown_ms=30_000)
+    assert verdict(run(500, profile=profile, backoff_level=7)) == (True, 30_000, 8, SE)
 
-# rule id → (status, text, fallback, cooldown, new level, reason); level 0 in, API key profile.
-RULE_ROWS: dict[str, tuple[int, str, bool, int, int, str]] = {
-    "no_credentials": (418, "No credentials found", True, 120_000, 0, "auth_error"),
-    "request_not_allowed": (418, "Request not allowed", True, 5_000, 0, "rate_limit_exceeded"),
-    "improperly_formed_request": (418, "Improperly formed request", True, 0, 0, "model_capacity"),
-    "rate_limit": (418, "Rate limit reached", True, 3_000, 1, "rate_limit_exceeded"),
-    "too_many_requests": (418, "Too Many Requests", True, 3_000, 1, "rate_limit_exceeded"),
-    "hour_quota_exceeded": (418, "hour quota used", True, 3_000, 1, "quota_exhausted"),
-    "quota_has_been_exceeded": (418, "quota has been exceeded", True, 3_000, 1, "quota_exhausted"),
-    "quota_exceeded": (418, "Quota exceeded", True, 3_000, 1, "quota_exhausted"),
-    "quota_will_reset": (418, "your quota will reset soon", True, 3_000, 1, "quota_exhausted"),
-    "capacity_exhausted": (
-        418,
-        "You have exhausted your capacity",
-        True,
-        3_000,
-        1,
-        "quota_exhausted",
-    ),
-    "quota_exhausted": (418, "quota exhausted", True, 3_000, 1, "quota_exhausted"),
-    "free_tier_exhausted": (418, "free tier used up", True, 3_000, 1, "quota_exhausted"),
-    "capacity": (418, "no capacity", True, 3_000, 1, "model_capacity"),
-    "overloaded": (418, "Overloaded", True, 3_000, 1, "model_capacity"),
-    "status_401": (401, "", True, 0, 0, "auth_error"),
-    "status_402": (402, "", True, 0, 0, "quota_exhausted"),
-    "status_403": (403, "", True, 0, 0, "quota_exhausted"),
-    "status_404": (404, "", True, 120_000, 0, "unknown"),
-    "status_406": (406, "", True, 3_000, 1, "server_error"),
-    "status_408": (408, "", True, 3_000, 1, "server_error"),
-    "status_429": (429, "", True, 3_000, 1, "rate_limit_exceeded"),
-    "status_500": (500, "", True, 3_000, 1, "server_error"),
-    "status_502": (502, "", True, 3_000, 1, "server_error"),
-    "status_503": (503, "", True, 3_000, 1, "server_error"),
-    "status_504": (504, "", True, 3_000, 1, "server_error"),
+
+# -- the global ERROR_RULES table (step 6) -------------------------------------------------------
+
+# rule id → (status, text, expected verdict); backoff level 0 in, the API-key profile.
+RULE_ROWS: dict[str, tuple[int, str, Verdict]] = {
+    "no_credentials": (418, "No credentials found", (True, 120_000, 0, AU)),
+    "request_not_allowed": (418, "Request not allowed", (True, 5_000, 0, RL)),
+    "improperly_formed_request": (418, "Improperly formed request", (True, 0, 0, MC)),
+    "rate_limit": (418, "Rate limit reached", (True, 3_000, 1, RL)),
+    "too_many_requests": (418, "Too Many Requests", (True, 3_000, 1, RL)),
+    "hour_quota_exceeded": (418, "hour quota used", (True, 3_000, 1, Q)),
+    "quota_has_been_exceeded": (418, "quota has been exceeded", (True, 3_000, 1, Q)),
+    "quota_exceeded": (418, "Quota exceeded", (True, 3_000, 1, Q)),
+    "quota_will_reset": (418, "your quota will reset soon", (True, 3_000, 1, Q)),
+    "capacity_exhausted": (418, "You have exhausted your capacity", (True, 3_000, 1, Q)),
+    "quota_exhausted": (418, "quota exhausted", (True, 3_000, 1, Q)),
+    "free_tier_exhausted": (418, "free tier used up", (True, 3_000, 1, Q)),
+    "capacity": (418, "no capacity", (True, 3_000, 1, MC)),
+    "overloaded": (418, "Overloaded", (True, 3_000, 1, MC)),
+    "status_401": (401, "", (True, 0, 0, AU)),
+    "status_402": (402, "", (True, 0, 0, Q)),
+    "status_403": (403, "", (True, 0, 0, Q)),
+    "status_404": (404, "", (True, 120_000, 0, UN)),
+    "status_406": (406, "", (True, 3_000, 1, SE)),
+    "status_408": (408, "", (True, 3_000, 1, SE)),
+    "status_429": (429, "", (True, 3_000, 1, RL)),
+    "status_500": (500, "", (True, 3_000, 1, SE)),
+    "status_502": (502, "", (True, 3_000, 1, SE)),
+    "status_503": (503, "", (True, 3_000, 1, SE)),
+    "status_504": (504, "", (True, 3_000, 1, SE)),
 }
 
 
@@ -137,280 +126,122 @@ def test_every_global_rule_has_a_row() -> None:
 
 
 @pytest.mark.parametrize(("rule_id", "row"), RULE_ROWS.items())
-def test_global_rules(rule_id: str, row: tuple[int, str, bool, int, int, str]) -> None:
-    status, text, *expected = row
-    assert classifier_rules.matching_rule(status, text).rule_id == rule_id  # type: ignore[union-attr]
+def test_global_rules(rule_id: str, row: tuple[int, str, Verdict]) -> None:
+    status, text, expected = row
+    rule = classifier_rules.matching_rule(status, text)
+    assert rule is not None and rule.rule_id == rule_id
     result = run(status, text)
-    assert verdict(result) == tuple(expected)
-    rule = next(rule for rule in ERROR_RULES if rule.rule_id == rule_id)
+    assert verdict(result) == expected
     if not rule.backoff:
         assert result.configured_cooldown_ms == result.base_cooldown_ms == rule.cooldown_ms
 
 
+def test_text_rules_come_before_status_rules() -> None:
+    assert verdict(run(401, "rate limit hit")) == (True, 3_000, 1, RL)
+
+
 @pytest.mark.parametrize(
-    ("profile", "provider", "reason"),
+    ("profile", "provider", "text", "reason"),
     [
-        (API, "acme", "rate_limit_exceeded"),  # 429 without preserveQuota: status rule only
-        (OAUTH, "acme", "model_capacity"),  # OAuth preserves quota: text rules first
-        (API, "", "model_capacity"),  # no provider preserves quota
+        (API, "acme", "model over capacity", RL),  # no preserveQuota: the status rule only
+        (OAUTH, "acme", "model over capacity", MC),  # OAuth preserves quota: text rules first
+        (API, "", "model over capacity", MC),  # no provider preserves quota
+        (API, "acme", "daily limit hit, no capacity", MC),  # long-quota wording preserves it
     ],
 )
 def test_a_429_reads_text_rules_only_when_it_preserves_quota(
-    profile: CooldownProfile, provider: str, reason: str
+    profile: CooldownProfile, provider: str, text: str, reason: str
 ) -> None:
-    assert run(429, "model over capacity", profile, provider=provider).reason == reason
-
-
-def test_an_api_key_429_whose_body_reads_as_long_quota_preserves_it() -> None:
-    assert run(429, "daily limit hit, no capacity", provider="acme").reason == "model_capacity"
+    assert run(429, text, profile, provider=provider).reason == reason
 
 
 # -- steps 1-3 ------------------------------------------------------------------------------------
 
-EARLY_ROWS = [
-    ("contract", dict(status=500, structured_code="executor_contract_violation"),
-     (False, 0, 0, "executor_contract_violation"), True),
-    ("binding code", dict(status=400, structured_code="invalid_previous_response_binding"),
-     (False, 0, 0, "invalid_previous_response_binding"), True),
-    ("binding 409", dict(status=409, text="previous_response_id does not belong to this key"),
-     (False, 0, 0, "invalid_previous_response_binding"), True),
-    ("supervisor", dict(status=503, headers={"x-omni-fallback-hint": "Connection_Cooldown"}),
-     (True, 5_000, 0, "service_not_running"), True),
-    ("hint ignored off 503", dict(status=502, headers={"x-omni-fallback-hint": "connection_cooldown"}),
-     (True, 3_000, 1, "server_error"), False),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("fields", "expected", "skips"), [r[1:] for r in EARLY_ROWS],
-                         ids=[r[0] for r in EARLY_ROWS])  # fmt: skip
-def test_early_steps(fields: dict[str, Any], expected: tuple[Any, ...], skips: bool) -> None:
-    result = run(**fields, backoff_level=0)
-    assert verdict(result) == expected
-    assert result.skip_provider_breaker is skips
-
-
-# -- step 5: the error text -----------------------------------------------------------------------
-
-DEACTIVATED_YEAR = 365 * DAY
-TEXT_ROWS = [
-    ("deactivated", 401, "Your account_deactivated", API, {}, (True, DEACTIVATED_YEAR, 2, "auth_error")),
-    ("custom banned", 403, "Org BLOCKED for abuse", API, {"banned_signals": ("  ", "org blocked")},
-     (True, DEACTIVATED_YEAR, 2, "auth_error")),
-    ("verify is not permanent", 403, "verify your account to continue", OAUTH, {}, (True, 0, 2, "quota_exhausted")),
-    ("retired 404", 404, "models/gemini-1.0 is no longer available", API, {}, (True, DAY, 2, "not_found")),
-    ("end of life 410", 410, "Model has reached its end of life", API, {}, (True, DAY, 2, "not_found")),
-    ("retired needs 404/410", 500, "this model was deprecated", API, {}, (True, 12_000, 3, "server_error")),
-    ("endpoint moved", 410, "This API endpoint has moved, update your base_url", API, {}, (True, DAY, 2, "not_found")),
-    ("billing suspended", 412, "Account x is suspended: monthly spending limit reached", API, {},
-     (True, 120_000, 2, "quota_exhausted")),
-    ("credits", 400, "You have insufficient credits to continue", API, {}, (True, 120_000, 2, "quota_exhausted")),
-    ("credits on oauth 429", 429, "credit_balance_too_low", OAUTH, {}, (True, 120_000, 2, "quota_exhausted")),
-    ("credits: api-key 429 w/o quota wording", 429, "payment required", API, {},
-     (True, 12_000, 3, "rate_limit_exceeded")),
-    ("credits: api-key 429 with quota wording", 429, "You exceeded your current quota", API, {},
-     (True, 120_000, 2, "quota_exhausted")),
-    ("credits: compatible provider", 402, "insufficient balance", API, {"provider": "openai-compatible-x"},
-     (True, 0, 2, "quota_exhausted")),
-    ("weekly, ungated", 429, "you have reached your weekly usage limit", API, {},
-     (True, DAY, 2, "quota_exhausted")),
-    ("session, ungated", 429, "You (bob) have reached your session usage limit", API, {},
-     (True, 5 * HOUR, 2, "quota_exhausted")),
-    ("session needs usage limit", 401, "session expired", API, {}, (True, 0, 2, "auth_error")),
-    ("route restriction", 403, "Fire Pass API keys are not authorized for this route.", API, {},
-     (False, 0, 2, "unknown")),
-    ("403 api key", 403, "Forbidden", API, {}, (True, 12_000, 3, "auth_error")),
-    ("403 api key, quota text", 403, "Quota has been exceeded", API, {}, (True, 12_000, 3, "quota_exhausted")),
-    ("403 api key, project", 403, "API has not been used in project 42", API, {}, (True, 0, 2, "quota_exhausted")),
-    ("403 oauth", 403, "Forbidden", OAUTH, {}, (True, 0, 2, "quota_exhausted")),
-    ("403 no provider", 403, "Forbidden", API, {"provider": ""}, (True, 0, 2, "quota_exhausted")),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("status", "text", "profile", "fields", "expected"),
-                         [r[1:] for r in TEXT_ROWS], ids=[r[0] for r in TEXT_ROWS])  # fmt: skip
-def test_text_steps(
-    status: int,
-    text: str,
-    profile: CooldownProfile,
-    fields: dict[str, Any],
-    expected: tuple[Any, ...],
-) -> None:
-    assert verdict(run(status, text, profile, backoff_level=2, **fields)) == expected
-
-
-def test_flags_of_the_terminal_text_steps() -> None:
-    assert run(401, "account has been disabled").permanent
-    assert run(402, "billing_hard_limit_reached").credits_exhausted
-    assert run(410, "endpoint has moved").quota_reset_hint_ms == DAY
-    assert not run(403, "verify your account to continue", OAUTH).permanent
+SUPERVISOR = {"x-omni-fallback-hint": "Connection_Cooldown"}
 
 
 @pytest.mark.parametrize(
-    ("tz", "expected_ms"),
-    [(UTC, 6_400_000), (ZoneInfo("Europe/Paris"), 2_800_000)],
+    ("fields", "expected", "skips_breaker"),
+    [
+        (
+            {"status": 500, "structured_code": "executor_contract_violation"},
+            (False, 0, 3, "executor_contract_violation"),
+            True,
+        ),
+        (
+            {"status": 400, "structured_code": "invalid_previous_response_binding"},
+            (False, 0, 3, "invalid_previous_response_binding"),
+            True,
+        ),
+        (
+            {"status": 409, "text": "previous_response_id does not belong to this key"},
+            (False, 0, 3, "invalid_previous_response_binding"),
+            True,
+        ),
+        ({"status": 503, "headers": SUPERVISOR}, (True, 5_000, 0, "service_not_running"), True),
+        ({"status": 502, "headers": SUPERVISOR}, (True, 24_000, 4, SE), False),  # 503 only
+        ({"status": 409, "text": "conflict"}, (True, 3_000, 3, UN), False),
+    ],
 )
-def test_daily_quota_lasts_until_local_midnight(tz: Any, expected_ms: int) -> None:
-    result = run(429, "You have used today's quota, try again tomorrow", OAUTH, tz=tz)
-    assert verdict(result) == (True, expected_ms, 0, "quota_exhausted")
-    assert result.daily_quota_exhausted
-
-
-@pytest.mark.parametrize(
-    ("fields", "expected"),
-    [
-        ({"headers": {"x-ratelimit-reset": str(int(T0) + 900)}}, (True, 900_000, 0, "quota_exhausted")),
-        ({"reset_hour": 23}, (True, 2_800_000, 0, "quota_exhausted")),
-        ({}, (True, 5_000, 1, "rate_limit_exceeded")),  # no clock: the short 429 path
-    ],
-)  # fmt: skip
-def test_a_tpd_limit_resets_on_the_providers_clock(
-    fields: dict[str, Any], expected: tuple[Any, ...]
-) -> None:
-    text = "request reached organization TPD rate limit, current: 9, limit: 8"
-    result = run(429, text, OAUTH, **fields)
+def test_early_steps(fields: dict[str, Any], expected: Verdict, skips_breaker: bool) -> None:
+    result = run(**fields, backoff_level=3)
     assert verdict(result) == expected
-    assert result.daily_quota_exhausted is (expected[3] == "quota_exhausted")
-
-
-def test_a_daily_quota_on_a_plain_api_key_429_is_a_rate_limit() -> None:
-    assert run(429, "try again tomorrow").reason == "rate_limit_exceeded"
-
-
-@pytest.mark.parametrize(
-    ("status", "text", "profile", "fields", "cooldown", "used_hint", "reset"),
-    [
-        (429, "Claude Pro usage limit reached", OAUTH, {}, HOUR, False, None),
-        (429, "usage limit reached, resets in 2h", OAUTH, {}, HOUR, False, 2 * HOUR),
-        (429, "Usage limit reached", OAUTH, {"headers": RETRY_30S}, HOUR, False, None),
-        (402, "You've reached your usage limit", API, {"headers": RETRY_30S}, 30_000, True, None),
-        (429, "This request would exceed your account's rate limit", OAUTH, {"provider": "claude"},
-         HOUR, False, None),
-        (432, "usage limit reached", API, {}, HOUR, False, None),
-        (432, "upgrade your plan", API, {"headers": RETRY_30S}, 30_000, True, None),
-        (432, "upgrade your plan", NO_HINTS, {"headers": RETRY_30S}, HOUR, False, None),
-    ],
-)  # fmt: skip
-def test_subscription_caps(
-    status: int,
-    text: str,
-    profile: CooldownProfile,
-    fields: dict[str, Any],
-    cooldown: int,
-    used_hint: bool,
-    reset: int | None,
-) -> None:
-    result = run(status, text, profile, backoff_level=3, **fields)
-    assert (result.fallback, result.cooldown_ms, result.reason) == (
-        True,
-        cooldown,
-        "quota_exhausted",
-    )
-    assert (result.used_upstream_hint, result.quota_reset_hint_ms) == (used_hint, reset)
-    assert result.new_backoff_level == (0 if used_hint else 3)
-
-
-def test_claude_wording_is_a_rate_limit_for_other_providers() -> None:
-    text = "This request would exceed your account's rate limit"
-    assert run(429, text, OAUTH, provider="other").reason == "rate_limit_exceeded"
-
-
-@pytest.mark.parametrize(
-    ("profile", "cooldown", "level", "used_hint"),
-    [(OAUTH, 5_000, 1, False), (API, 7_200_000, 0, True)],
-)
-def test_quota_reset_hints_are_reported_whatever_the_profile(
-    profile: CooldownProfile, cooldown: int, level: int, used_hint: bool
-) -> None:
-    result = run(402, "Quota exceeded. Your quota will reset after 2h", profile)
-    assert verdict(result) == (True, cooldown, level, "quota_exhausted")
-    assert result.quota_reset_hint_ms == 7_200_000
-    assert (result.used_upstream_hint, result.hint_source) == (used_hint, HintSource.BODY)
-
-
-# -- provider rules: 403 pre-check, global rules, the 400 operator rule ---------------------------
-
-QUOTA_CONN = RuleMatch("quota_exhausted", RuleScope.CONNECTION, 21_600_000)
-AUTH_MODEL = RuleMatch("auth_error", RuleScope.MODEL)
-
-
-@pytest.mark.parametrize(
-    ("status", "text", "rule", "honors", "expected", "scope", "configured"),
-    [
-        (403, "无权访问模型", QUOTA_CONN, True, (True, 21_600_000, 0, "quota_exhausted"),
-         RuleScope.CONNECTION, 21_600_000),
-        (403, "无权访问模型", AUTH_MODEL, True, (True, 24_000, 4, "auth_error"), RuleScope.MODEL, None),
-        (403, "Forbidden", QUOTA_CONN, False, (True, 24_000, 4, "auth_error"), None, None),
-        (429, "", QUOTA_CONN, True, (True, 21_600_000, 4, "quota_exhausted"), RuleScope.CONNECTION,
-         21_600_000),
-        (429, "", AUTH_MODEL, False, (True, 24_000, 4, "auth_error"), None, None),
-        (402, "", RuleMatch("quota_exhausted", RuleScope.CONNECTION, 120_000), False,
-         (True, 120_000, 3, "quota_exhausted"), None, 120_000),
-        (400, "context window exceeded", QUOTA_CONN, True, (True, 21_600_000, 0, "quota_exhausted"),
-         RuleScope.CONNECTION, 21_600_000),
-        (400, "model is unavailable", RuleMatch("model_capacity", RuleScope.MODEL, 0), True,
-         (True, 0, 0, "model_capacity"), RuleScope.MODEL, 0),
-        (400, "odd upstream text", RuleMatch("custom_reason", RuleScope.PROVIDER), False,
-         (True, 24_000, 4, "custom_reason"), None, None),
-    ],
-)  # fmt: skip
-def test_provider_rules(
-    status: int,
-    text: str,
-    rule: RuleMatch,
-    honors: bool,
-    expected: tuple[Any, ...],
-    scope: RuleScope | None,
-    configured: int | None,
-) -> None:
-    result = run(status, text, NO_HINTS, backoff_level=3, rule=rule, honors_rule_scope=honors)
-    assert verdict(result) == expected
-    assert (result.rule_scope, result.configured_cooldown_ms) == (scope, configured)
-
-
-def test_a_rule_cooldown_replaces_an_upstream_hint() -> None:
-    result = run(429, "", rule=QUOTA_CONN, headers=RETRY_30S)
-    assert (result.cooldown_ms, result.used_upstream_hint, result.hint_source) == (
-        21_600_000,
-        False,
-        None,
-    )
+    assert result.skip_provider_breaker is skips_breaker
 
 
 # -- step 9: the 400 branch -----------------------------------------------------------------------
 
-MODEL_CAPACITY_0 = (True, 0, 2, "model_capacity")
-NO_FALLBACK = (False, 0, 2, "unknown")
-BAD_REQUEST_ROWS = [
-    ("overflow", "This model's maximum context length is 8192 tokens", {}, MODEL_CAPACITY_0),
-    ("prompt too long", "prompt is too long: 210000 tokens > 200000", {}, MODEL_CAPACITY_0),
-    ("malformed", "messages must alternate between user and assistant", {}, MODEL_CAPACITY_0),
-    ("tool name", "tool_call function name is empty", {}, MODEL_CAPACITY_0),
-    ("param", "max_tokens must be less than 4096", {}, MODEL_CAPACITY_0),
-    ("param illegal", "parameter is illegal", {}, MODEL_CAPACITY_0),
-    ("access denied", "The requested model is not supported", {}, MODEL_CAPACITY_0),
-    ("entitlement", "You do not have access to the model gpt-5", {}, MODEL_CAPACITY_0),
-    ("structured code", "Bad request", {"structured_code": "model_not_found"}, MODEL_CAPACITY_0),
-    ("azure code", "Bad request", {"structured_code": "Deployment_Not_Found"}, MODEL_CAPACITY_0),
-    ("structured type", "Bad request", {"structured_type": "not_found_error"}, MODEL_CAPACITY_0),
-    ("permission + model", "no permission for this model",
-     {"structured_type": "permission_error"}, MODEL_CAPACITY_0),
-    ("permission alone", "key scope lacks this feature", {"structured_type": "permission_error"}, NO_FALLBACK),
-    ("bad credential", "Invalid API key for model gpt-4", {}, NO_FALLBACK),
-    ("degraded", 'Function id "f-1" submitted for inference is DEGRADED', {}, MODEL_CAPACITY_0),
-    ("400 rate text", "Detected high-frequency non-compliant requests", {}, (True, 12_000, 3, "rate_limit_exceeded")),
-    ("400 zh rate text", "请求过于频繁", {}, (True, 12_000, 3, "rate_limit_exceeded")),
-    ("generic", "Invalid value for field 'temperature'", {}, NO_FALLBACK),
-    ("empty", "", {}, NO_FALLBACK),
-]  # fmt: skip
+CAPACITY_0: Verdict = (True, 0, 2, MC)
+NO_FALLBACK: Verdict = (False, 0, 2, UN)
+RATE_LIMITED: Verdict = (True, 12_000, 3, RL)
+PERMISSION = {"structured_type": "permission_error"}
 
 
-@pytest.mark.parametrize(("text", "fields", "expected"), [r[1:] for r in BAD_REQUEST_ROWS],
-                         ids=[r[0] for r in BAD_REQUEST_ROWS])  # fmt: skip
-def test_bad_request_branch(text: str, fields: dict[str, Any], expected: tuple[Any, ...]) -> None:
+@pytest.mark.parametrize(
+    ("text", "fields", "expected"),
+    [
+        ("This model's maximum context length is 8192 tokens", {}, CAPACITY_0),
+        ("prompt is too long: 210000 tokens > 200000", {}, CAPACITY_0),
+        ("messages must alternate between user and assistant", {}, CAPACITY_0),
+        ("tool_call function name is empty", {}, CAPACITY_0),
+        ("max_tokens must be less than 4096", {}, CAPACITY_0),
+        ("parameter is illegal", {}, CAPACITY_0),
+        ("The requested model is not supported", {}, CAPACITY_0),
+        ("You do not have access to the model gpt-5", {}, CAPACITY_0),
+        ("Bad request", {"structured_code": "model_not_found"}, CAPACITY_0),
+        ("Bad request", {"structured_code": "Deployment_Not_Found"}, CAPACITY_0),
+        ("Bad request", {"structured_type": "not_found_error"}, CAPACITY_0),
+        ("no permission for this model", PERMISSION, CAPACITY_0),
+        ("key scope lacks this feature", PERMISSION, NO_FALLBACK),
+        ("Invalid API key for model gpt-4", {}, NO_FALLBACK),  # a bad credential, not the model
+        ('Function id "f-1" submitted for inference is DEGRADED', {}, CAPACITY_0),
+        ("Detected high-frequency non-compliant requests", {}, RATE_LIMITED),
+        ("请求过于频繁", {}, RATE_LIMITED),
+        ("Invalid value for field 'temperature'", {}, NO_FALLBACK),
+        ("", {}, NO_FALLBACK),
+    ],
+)
+def test_bad_request_branch(text: str, fields: dict[str, Any], expected: Verdict) -> None:
     assert verdict(run(400, text, backoff_level=2, **fields)) == expected
 
 
-# -- step 10 and upstream hints ------------------------------------------------------------------
+# -- steps 8 and 10 -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("profile", "headers", "expected", "used_hint"),
+    [
+        (API, {}, (True, 3_600_000, 3, Q), False),
+        (API, RETRY_30S, (True, 30_000, 0, Q), True),
+        (NO_HINTS, RETRY_30S, (True, 3_600_000, 3, Q), False),
+    ],
+)
+def test_a_432_plan_limit(
+    profile: CooldownProfile, headers: dict[str, str], expected: Verdict, used_hint: bool
+) -> None:
+    result = run(432, "upgrade your plan", profile, backoff_level=3, headers=headers)
+    assert verdict(result) == expected
+    assert result.used_upstream_hint is used_hint
 
 
 @pytest.mark.parametrize(
@@ -419,8 +250,13 @@ def test_bad_request_branch(text: str, fields: dict[str, Any], expected: tuple[A
 )
 def test_anything_else_gets_the_base_cooldown(profile: CooldownProfile, expected: int) -> None:
     result = run(418, "", profile, backoff_level=4)
-    assert verdict(result) == (True, expected, 4, "unknown")
+    assert verdict(result) == (True, expected, 4, UN)
     assert result.base_cooldown_ms == expected
+
+
+# -- upstream hints -------------------------------------------------------------------------------
+
+GOOGLE_BODY = '{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"1.5s"}]}}'
 
 
 @pytest.mark.parametrize(
@@ -430,18 +266,17 @@ def test_anything_else_gets_the_base_cooldown(profile: CooldownProfile, expected
         ({"retry-after": "Tue, 14 Nov 2023 22:14:20 GMT"}, "", 60_000, HintSource.HEADER),
         ({"x-ratelimit-reset": str(int(T0) + 45)}, "", 45_000, HintSource.HEADER),
         ({"x-ratelimit-reset": str(int(T0 * 1000) + 45_000)}, "", 45_000, HintSource.HEADER),
-        ({}, '{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"1.5s"}]}}', 1_500,
-         HintSource.GOOGLE_RPC_RETRY_INFO),
+        ({}, GOOGLE_BODY, 1_500, HintSource.GOOGLE_RPC_RETRY_INFO),
         ({}, '{"error": {"retry_after": 12}}', 12_000, HintSource.BODY),
         ({}, "Please retry in 26.6s.", 26_600, HintSource.BODY),
         ({}, "resets in 900h", 30 * DAY, HintSource.BODY),
     ],
-)  # fmt: skip
+)
 def test_retryable_failures_honour_upstream_hints(
     headers: dict[str, str], text: str, cooldown: int, source: HintSource
 ) -> None:
     result = run(429, text, backoff_level=4, headers=headers)
-    assert verdict(result) == (True, cooldown, 0, "rate_limit_exceeded")
+    assert verdict(result) == (True, cooldown, 0, RL)
     assert (result.used_upstream_hint, result.hint_source) == (True, source)
     assert result.base_cooldown_ms == cooldown
 
@@ -449,17 +284,15 @@ def test_retryable_failures_honour_upstream_hints(
 @pytest.mark.parametrize("profile", [OAUTH, NO_HINTS])
 def test_hints_are_ignored_when_the_profile_says_so(profile: CooldownProfile) -> None:
     result = run(429, "Please retry in 26.6s.", profile, backoff_level=1, headers=RETRY_30S)
-    base = profile.base_cooldown_ms
-    assert verdict(result) == (True, base * 2, 2, "rate_limit_exceeded")
+    assert verdict(result) == (True, profile.base_cooldown_ms * 2, 2, RL)
     assert not result.used_upstream_hint and result.hint_source is None
 
 
-def test_the_scaled_cooldown_is_capped_by_max_cooldown_ms() -> None:
-    profile = replace(OAUTH, max_cooldown_ms=30_000)
-    assert verdict(run(500, profile=profile, backoff_level=7)) == (True, 30_000, 8, "server_error")
-
-
 # -- classify_429_kind ---------------------------------------------------------------------------
+
+RETRY_INFO_PER_DAY = (
+    '{"error":{"details":[{"@type":"RetryInfo","retryDelay":"30s"}],"message":"per-day limit"}}'
+)
 
 
 @pytest.mark.parametrize(
@@ -472,15 +305,15 @@ def test_the_scaled_cooldown_is_capped_by_max_cooldown_ms() -> None:
         (429, "You exceeded your current quota. Please retry in 38.9s", FailureKind.RATE_LIMIT),
         (429, "out of credits. Please retry in 5s", FailureKind.QUOTA_EXHAUSTED),
         (429, "daily limit; please retry in 7200s", FailureKind.QUOTA_EXHAUSTED),
-        (429, '{"error":{"details":[{"@type":"RetryInfo","retryDelay":"30s"}],'
-              '"message":"per-day limit"}}', FailureKind.RATE_LIMIT),
+        (429, RETRY_INFO_PER_DAY, FailureKind.RATE_LIMIT),
         (429, '{"error":"usage limit reached"}', FailureKind.QUOTA_EXHAUSTED),
+        (429, "usage limit reached", FailureKind.RATE_LIMIT),
         (429, "organization TPD rate limit", FailureKind.QUOTA_EXHAUSTED),
         (429, "额度已用尽", FailureKind.QUOTA_EXHAUSTED),
         (429, "请求过于频繁，请稍后重试。", FailureKind.RATE_LIMIT),
         (429, "Resource has been exhausted (e.g. check quota).", FailureKind.RATE_LIMIT),
     ],
-)  # fmt: skip
+)
 def test_classify_429_kind(status: int, text: str, kind: FailureKind) -> None:
     assert classify_429_kind(status, text) == kind
 
@@ -491,8 +324,8 @@ def test_classify_429_kind(status: int, text: str, kind: FailureKind) -> None:
 @pytest.mark.parametrize(
     "module", [classifier, classification, classifier_rules, classifier_text, retry_hints, signals]
 )
-def test_module_imports_only_the_stdlib_and_the_domain(module: Any) -> None:
-    tree = ast.parse(Path(module.__file__).read_text())
+def test_module_imports_only_the_stdlib_and_the_domain(module: ModuleType) -> None:
+    tree = ast.parse(Path(str(module.__file__)).read_text())
     names = {
         alias.name
         for node in ast.walk(tree)

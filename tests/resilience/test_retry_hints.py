@@ -250,3 +250,27 @@ def test_ms_until_next_local_hour(hour: int, tz: tzinfo, expected_ms: int) -> No
 def test_an_exact_reset_instant_moves_to_the_next_day() -> None:
     at_23 = T0 + 2_800  # 23:00:00 UTC
     assert ms_until_next_local_hour(23, now=at_23, tz=UTC) == DAY_MS
+
+
+HUGE = "9" * 400
+
+
+@pytest.mark.parametrize(
+    ("headers", "text", "expected"),
+    [
+        ({"retry-after": HUGE}, "", RetryHint(MAX_HINT_MS, HEADER)),
+        ({"x-ratelimit-reset": HUGE}, "", RetryHint(MAX_HINT_MS, HEADER)),
+        ({}, f'{{"resets_at": {HUGE}}}', RetryHint(MAX_HINT_MS, BODY)),
+        ({}, f'{{"retry_after_ms": {HUGE}}}', RetryHint(MAX_HINT_MS, BODY)),
+        ({}, '{"retry_after": 1e400}', None),
+        ({}, google_body(HUGE + "s"), None),
+        ({}, f"resets in {HUGE}h", RetryHint(MAX_HINT_MS, BODY)),
+        ({}, f"resets in {HUGE} days", RetryHint(MAX_HINT_MS, BODY)),
+        ({}, "try again at 9999-12-31T23:59:59Z", RetryHint(MAX_HINT_MS, BODY)),
+        ({"retry-after": "Fri, 31 Dec 9999 23:59:59 GMT"}, "", RetryHint(MAX_HINT_MS, HEADER)),
+    ],
+)
+def test_absurd_upstream_numbers_are_capped_without_crashing(
+    headers: dict[str, str], text: str, expected: RetryHint | None
+) -> None:
+    assert hint(headers, text) == expected

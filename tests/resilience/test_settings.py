@@ -63,7 +63,7 @@ def test_provider_cooldown_defaults() -> None:
 def test_document_shape_covers_the_schema() -> None:
     document = _defaults()
 
-    assert list(document) == ["providerBreaker", "providerCooldown"]
+    assert list(document) == ["providerBreaker", "providerCooldown", "connectionCooldown"]
     assert list(document["providerBreaker"]) == ["oauth", "apikey", "local"]
     assert set(flatten(document)) == set(SCHEMA)
 

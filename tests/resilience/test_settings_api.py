@@ -192,7 +192,7 @@ def test_schema_documents_the_endpoint(manage_client: APIClient) -> None:
 def _form(**changes: Any) -> dict[str, Any]:
     """The settings page as submitted: the defaults, with ``changes`` keyed by dotted path."""
     values: dict[str, Any] = {**flatten(resilience_settings_document()), **changes}
-    data = {field_name(p): v for p, v in values.items() if not isinstance(v, bool)}
+    data = {field_name(p): v for p, v in values.items() if not isinstance(v, bool | None)}
     data.update({field_name(p): "on" for p, v in values.items() if v is True})
     return {**data, "_save": "Save"}
 

@@ -1,0 +1,208 @@
+"""Model lockout (reference-part1 §5, spec decisions 6-7) as pure arithmetic.
+
+One failing model never takes its whole connection down: a lock on (provider, connection,
+model) makes routing skip that model on that connection while its other models keep serving.
+
+Lock keys: 429/403/402 lock the model's quota family and 404 the bare model (the same key here:
+quota families are provider quirks, out of scope); any other status, including the gateway's
+own quality-validation 502, locks the exact tuple only; an explicit scope wins. A failure
+inside the window (the breaker reset timeout, or 30 min) escalates the cooldown
+``base × 2^min(n − 1, maxBackoffSteps)`` capped at ``maxCooldownMs``; an authoritative upstream
+reset bypasses the cap; ``quota_exhausted`` without a known reset locks until local midnight;
+a longer existing lock is kept. Each success halves the failure count; at 0 the failure state
+and the lock are both removed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+DEFAULT_ERROR_CODES = (403, 404, 429, 502, 503, 504)
+DEFAULT_WINDOW_SECONDS = 30 * 60.0
+DAY_SECONDS = 24 * 3600.0
+QUOTA_FAMILY_STATUSES = frozenset({429, 403, 402})
+
+
+class LockScope(StrEnum):
+    """Which key a failure locks."""
+
+    QUOTA_FAMILY = "quota_family"
+    BARE = "bare"
+    EXACT = "exact"
+
+
+@dataclass(frozen=True, slots=True)
+class LockoutSettings:
+    """The ``modelLockout`` card (§5.2), already normalised."""
+
+    enabled: bool = False
+    error_codes: tuple[int, ...] = DEFAULT_ERROR_CODES
+    base_cooldown_ms: int = 120_000
+    max_cooldown_ms: int = 1_800_000
+    max_backoff_steps: int = 10
+    use_exponential_backoff: bool = True
+
+
+def lock_scope(status: int, explicit: LockScope | None = None) -> LockScope:
+    """The scope table of §5.1: an explicit caller scope always wins."""
+    if explicit is not None:
+        return explicit
+    if status in QUOTA_FAMILY_STATUSES:
+        return LockScope.QUOTA_FAMILY
+    if status == 404:
+        return LockScope.BARE
+    return LockScope.EXACT
+
+
+def model_slot(model: str, scope: LockScope) -> str:
+    """The key of a model's lock inside its connection's record."""
+    if scope is LockScope.EXACT:
+        return f"x:{model.strip().lower()}"
+    return f"m:{model}"
+
+
+def model_slots(model: str) -> tuple[str, str]:
+    """Every key that can lock ``model`` (lookups check all shapes)."""
+    return model_slot(model, LockScope.BARE), model_slot(model, LockScope.EXACT)
+
+
+@dataclass(frozen=True, slots=True)
+class Lock:
+    """An active lock on one model slot; times in epoch seconds."""
+
+    reason: str
+    until: float
+    locked_at: float
+    failure_count: int
+
+    def remaining(self, now: float) -> float:
+        return max(0.0, self.until - now)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "until": self.until,
+            "at": self.locked_at,
+            "n": self.failure_count,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Lock:
+        return cls(str(data["reason"]), float(data["until"]), float(data["at"]), int(data["n"]))
+
+
+@dataclass(frozen=True, slots=True)
+class FailureState:
+    """The escalation memory of one slot."""
+
+    failure_count: int
+    last_failure_at: float
+    window: float
+    last_cooldown: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.failure_count, "last": self.last_failure_at, "window": self.window,
+                "cooldown": self.last_cooldown}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FailureState:
+        return cls(
+            int(data["n"]), float(data["last"]), float(data["window"]), float(data["cooldown"])
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LockRequest:
+    """One failure to record against a slot."""
+
+    reason: str
+    exact_cooldown_ms: int | None = None  # a known cooldown (upstream hint, rule cooldown)
+    exact_is_upstream_reset: bool = False  # authoritative: bypasses the cap
+    window_seconds: float = 0.0  # the breaker reset timeout; 0 → 30 min
+
+
+def seconds_until_midnight(now: float, tz: dt.tzinfo) -> float:
+    """Seconds to the next local midnight; 24 h when DST makes the figure implausible."""
+    local = dt.datetime.fromtimestamp(now, tz)
+    midnight = (local + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    seconds = midnight.timestamp() - now
+    return seconds if 0 < seconds <= 25 * 3600 else DAY_SECONDS
+
+
+def escalated_seconds(count: int, settings: LockoutSettings) -> float:
+    """``base × 2^min(n − 1, steps)`` capped at the max (decision 6: the steps cap applies)."""
+    base = settings.base_cooldown_ms / 1000
+    if not settings.use_exponential_backoff:
+        return min(base, settings.max_cooldown_ms / 1000)
+    exponent = min(max(count - 1, 0), settings.max_backoff_steps)
+    return min(base * float(2**exponent), settings.max_cooldown_ms / 1000)
+
+
+def _count(previous: FailureState | None, now: float) -> int:
+    if previous is None:
+        return 1
+    inside = now - previous.last_failure_at <= previous.window + previous.last_cooldown
+    return previous.failure_count + 1 if inside else 1
+
+
+def _cooldown(request: LockRequest, count: int, settings: LockoutSettings) -> float:
+    exact = request.exact_cooldown_ms
+    if exact is not None and exact > 0:
+        capped = request.exact_is_upstream_reset
+        return exact / 1000 if capped else min(exact, settings.max_cooldown_ms) / 1000
+    return escalated_seconds(count, settings)
+
+
+def record_failure(
+    previous: FailureState | None,
+    lock: Lock | None,
+    request: LockRequest,
+    settings: LockoutSettings,
+    *,
+    now: float,
+    tz: dt.tzinfo,
+) -> tuple[FailureState, Lock]:
+    """The slot's failure state and lock after one failure (§5.3)."""
+    if request.reason == "quota_exhausted" and not request.exact_cooldown_ms:
+        request = replace(
+            request,
+            exact_cooldown_ms=int(seconds_until_midnight(now, tz) * 1000),
+            exact_is_upstream_reset=True,
+        )
+    count = _count(previous, now)
+    cooldown = _cooldown(request, count, settings)
+    window = request.window_seconds if request.window_seconds > 0 else DEFAULT_WINDOW_SECONDS
+    state = FailureState(count, now, window, cooldown)
+    if lock is not None and lock.until > now + cooldown:  # keep the longer lock
+        return state, replace(lock, failure_count=max(lock.failure_count, count))
+    return state, Lock(request.reason, now + cooldown, now, count)
+
+
+def decay(previous: FailureState | None) -> FailureState | None:
+    """A success halves the failure count; ``None`` at 0 (the lock goes too: decision 6)."""
+    if previous is None:
+        return None
+    halved = previous.failure_count // 2
+    return replace(previous, failure_count=halved) if halved > 0 else None
+
+
+def reason_for_status(status: int) -> str:
+    """The combo engine's lock reason (§5.3)."""
+    return {429: "rate_limit", 403: "quota_exhausted"}.get(status, "unknown")
+
+
+def lockout_takes(settings: LockoutSettings, status: int) -> bool:
+    """Whether a failure with ``status`` locks the model instead of cooling the connection."""
+    return settings.enabled and status in settings.error_codes
+
+
+def selected_cooldown_ms(classified_ms: int, settings: LockoutSettings) -> int:
+    """The reference's selectLockoutCooldownMs: a longer classifier cooldown wins; otherwise
+    0 lets the exponential scaler work (or the base when the scaler is off)."""
+    if classified_ms > settings.base_cooldown_ms:
+        return classified_ms
+    return 0 if settings.use_exponential_backoff else settings.base_cooldown_ms

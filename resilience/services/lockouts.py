@@ -1,0 +1,210 @@
+"""Model lockouts in the state store: one record per connection, ``locks:<provider>:<id>``.
+
+The record holds the connection's active locks and the failure states that escalate them, so
+routing checks a connection's models with one read, and every change is one atomic update.
+Expired entries are pruned on every write and the record's TTL follows its last lock, so
+nothing accumulates; an active lock is never evicted early.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from resilience.domain.lockout import (
+    FailureState,
+    Lock,
+    LockoutSettings,
+    LockRequest,
+    LockScope,
+    decay,
+    model_slot,
+    model_slots,
+    record_failure,
+)
+from resilience.store import Json, StateStore
+
+LOCK_PREFIX = "locks:"
+RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
+
+
+def lockout_key(provider: str, connection_id: int | str) -> str:
+    return f"{LOCK_PREFIX}{provider}:{connection_id}"
+
+
+@dataclass(slots=True)
+class LockRecord:
+    """A connection's locks and failure states, by model slot."""
+
+    locks: dict[str, Lock] = field(default_factory=dict)
+    failures: dict[str, FailureState] = field(default_factory=dict)
+
+    @classmethod
+    def decode(cls, raw: Json | None) -> LockRecord:
+        if not isinstance(raw, dict):
+            return cls()
+        locks, fails = raw.get("locks"), raw.get("fails")
+        return cls(
+            {k: Lock.from_dict(v) for k, v in (locks or {}).items() if isinstance(v, dict)}
+            if isinstance(locks, dict) else {},
+            {k: FailureState.from_dict(v) for k, v in (fails or {}).items() if isinstance(v, dict)}
+            if isinstance(fails, dict) else {},
+        )  # fmt: skip
+
+    def pruned(self, now: float) -> LockRecord:
+        locks = {k: lock for k, lock in self.locks.items() if lock.until > now}
+        fails = {
+            k: state
+            for k, state in self.failures.items()
+            if k in locks or now - state.last_failure_at <= state.window + state.last_cooldown
+        }
+        return LockRecord(locks, fails)
+
+    def encode(self) -> dict[str, Any] | None:
+        if not self.locks and not self.failures:
+            return None
+        return {
+            "locks": {k: lock.to_dict() for k, lock in self.locks.items()},
+            "fails": {k: state.to_dict() for k, state in self.failures.items()},
+        }
+
+    def lock_for(self, model: str, now: float) -> Lock | None:
+        """The live lock with the latest end among the model's slots."""
+        live = [self.locks[s] for s in model_slots(model) if s in self.locks]
+        live = [lock for lock in live if lock.until > now]
+        return max(live, key=lambda lock: lock.until, default=None)
+
+
+async def lockout_record(*, store: StateStore, provider: str, connection_id: int) -> LockRecord:
+    """The connection's live locks (pruned)."""
+    raw = await store.get(lockout_key(provider, connection_id))
+    return LockRecord.decode(raw).pruned(store.clock())
+
+
+async def _change(store: StateStore, provider: str, connection_id: int, step: Any) -> LockRecord:
+    now = store.clock()
+    result = LockRecord()
+
+    def updater(raw: Json | None) -> Json | None:
+        nonlocal result
+        result = step(LockRecord.decode(raw).pruned(now))
+        return result.encode()
+
+    # Entries are pruned on every write; the TTL only bounds a record nobody touches again
+    # (at most one per connection), so a fixed, generous one is enough.
+    await store.update(lockout_key(provider, connection_id), updater, ttl=RECORD_TTL_SECONDS)
+    return result
+
+
+async def lockout_record_failure(
+    *,
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    scope: LockScope,
+    request: LockRequest,
+    settings: LockoutSettings,
+    tz: dt.tzinfo,
+) -> Lock:
+    """Record one failure of ``model`` on the connection and lock it (§5.3)."""
+    slot = model_slot(model, scope)
+    now = store.clock()
+
+    def step(record: LockRecord) -> LockRecord:
+        state, lock = record_failure(
+            record.failures.get(slot), record.locks.get(slot), request, settings, now=now, tz=tz
+        )
+        record.failures[slot], record.locks[slot] = state, lock
+        return record
+
+    return (await _change(store, provider, connection_id, step)).locks[slot]
+
+
+async def lockout_record_success(
+    *, store: StateStore, provider: str, connection_id: int, model: str
+) -> None:
+    """Success decay: halve the model's failure counts; at 0 drop the state and the lock."""
+
+    def step(record: LockRecord) -> LockRecord:
+        for slot in model_slots(model):
+            after = decay(record.failures.get(slot))
+            if after is None:
+                record.failures.pop(slot, None)
+                record.locks.pop(slot, None)
+            else:
+                record.failures[slot] = after
+        return record
+
+    await _change(store, provider, connection_id, step)
+
+
+async def lockout_unlock(
+    *, store: StateStore, provider: str, model: str, connection_id: int | None = None
+) -> int:
+    """Remove the model's locks on one connection, or on all of the provider's. Returns count."""
+    removed = 0
+    for key in await _keys(store, provider, connection_id):
+        _, _, connection = key.rpartition(":")
+
+        def step(record: LockRecord) -> LockRecord:
+            nonlocal removed
+            for slot in model_slots(model):
+                removed += slot in record.locks
+                record.locks.pop(slot, None)
+                record.failures.pop(slot, None)
+            return record
+
+        await _change(store, provider, int(connection), step)
+    return removed
+
+
+async def _keys(store: StateStore, provider: str, connection_id: int | None) -> list[str]:
+    if connection_id is not None:
+        return [lockout_key(provider, connection_id)]
+    return list(await store.scan(f"{LOCK_PREFIX}{provider}:"))
+
+
+async def lockout_clear_all(*, store: StateStore) -> int:
+    """Remove every lock of every connection. Returns how many records were dropped."""
+    return await store.clear_prefix(LOCK_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class LockView:
+    """One active lock as the API and the admin list it (§5.6)."""
+
+    provider: str
+    connection_id: int
+    model: str
+    reason: str
+    remaining_ms: int
+    failure_count: int
+    locked_at: float
+    until: float
+    exact: bool
+
+
+async def lockout_list(*, store: StateStore) -> list[LockView]:
+    """Every active lock, longest remaining first."""
+    now = store.clock()
+    views = []
+    for key, raw in (await store.scan(LOCK_PREFIX)).items():
+        provider, _, connection = key[len(LOCK_PREFIX) :].rpartition(":")
+        for slot, lock in LockRecord.decode(raw).pruned(now).locks.items():
+            kind, _, model = slot.partition(":")
+            views.append(
+                LockView(
+                    provider,
+                    int(connection),
+                    model,
+                    lock.reason,
+                    int(lock.remaining(now) * 1000),
+                    lock.failure_count,
+                    lock.locked_at,
+                    lock.until,
+                    kind == "x",
+                )
+            )
+    return sorted(views, key=lambda view: view.remaining_ms, reverse=True)
