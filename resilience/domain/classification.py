@@ -15,6 +15,7 @@ from enum import StrEnum
 from resilience.domain import classifier_rules as rules
 from resilience.domain import signals as sig
 from resilience.domain.retry_hints import HintSource, RetryHint, detect_retry_hint
+from resilience.domain.rules import RuleScope
 
 __all__ = [
     "DEFAULT_COOLDOWN_PROFILES",
@@ -47,14 +48,6 @@ class Reason(StrEnum):
     NOT_FOUND = "not_found"
     SERVICE_NOT_RUNNING = "service_not_running"
     INVALID_PREVIOUS_RESPONSE_BINDING = "invalid_previous_response_binding"
-
-
-class RuleScope(StrEnum):
-    """What a provider error rule locks."""
-
-    MODEL = "model"
-    PROVIDER = "provider"
-    CONNECTION = "connection"
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from resilience.domain.classification import (
 )
 from resilience.domain.classifier_text import subscription_cap, text_signals
 from resilience.domain.retry_hints import declared_retry_delay_seconds, header_value
+from resilience.domain.text_match import matches_any
 
 __all__ = [
     "DEFAULT_COOLDOWN_PROFILES",
@@ -218,7 +219,7 @@ def _bad_request(case: Case) -> Classification | None:
         return rule_verdict(case, case.failure.rule)
     if _is_model_scoped_400(case.failure):
         return Classification(True, 0, case.level, Reason.MODEL_CAPACITY)
-    if sig.matches_any(case.text, sig.RATE_LIMIT_TEXT_PATTERNS):
+    if matches_any(case.text, sig.RATE_LIMIT_TEXT_PATTERNS):
         return retryable(case, Reason.RATE_LIMIT_EXCEEDED)
     return Classification(False, 0, case.level, Reason.UNKNOWN)
 
@@ -241,7 +242,7 @@ def _is_model_scoped_400(failure: FailureInput) -> bool:
         sig.PARAM_VALIDATION_PATTERNS,
         sig.FUNCTION_DEGRADED_PATTERNS,
     )
-    return structured or access or any(sig.matches_any(text, group) for group in patterns)
+    return structured or access or any(matches_any(text, group) for group in patterns)
 
 
 def _other(case: Case) -> Classification:

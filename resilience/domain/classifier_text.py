@@ -33,6 +33,7 @@ from resilience.domain.retry_hints import (
     reset_at_from_headers,
     text_hint_ms,
 )
+from resilience.domain.text_match import contains_any
 
 # Nickname providers stay model-scoped on credit wording (the body may be one model's wallet).
 COMPATIBLE_PROVIDER_PREFIXES = ("openai-compatible-", "anthropic-compatible-")
@@ -153,11 +154,7 @@ def _forbidden_rule(case: Case) -> Classification | None:
 
 def _forbidden_api_key(case: Case) -> Classification | None:
     api_key = bool(case.failure.provider) and case.profile.category != "oauth"
-    if (
-        case.status != 403
-        or not api_key
-        or sig.contains_any(case.text, sig.FORBIDDEN_QUOTA_SIGNALS)
-    ):
+    if case.status != 403 or not api_key or contains_any(case.text, sig.FORBIDDEN_QUOTA_SIGNALS):
         return None
     return retryable(case, Reason.AUTH_ERROR)
 

@@ -217,7 +217,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
         return None
     try:
         parsed = json.loads(stripped)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: hostile nesting depth
         return None
     return parsed if isinstance(parsed, dict) and parsed else None
 

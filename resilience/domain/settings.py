@@ -29,37 +29,34 @@ maximum.
 
 Only what the operator set is stored, so defaults (and their environment overrides) still apply
 to the rest. Adding a section: its rows in ``SCHEMA``, any rule in ``RULES``, a frozen dataclass,
-and a line each in ``_build`` and ``to_document``.
+and a line each in ``_build`` and ``to_document``. The row type (``FieldSpec``, ``Kind``) and
+the rule types live in ``resilience.domain.settings_fields``.
 """
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any
 
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile, profile_with_env
+from resilience.domain.settings_fields import (
+    AtMostRule,
+    BelowRule,
+    Default,
+    Rule,
+    Value,
+    number_of,
+)
 
-Value = int | bool | None  # None: an OPTIONAL_BOOL left unset
-Default = Value | Callable[[Mapping[str, str]], Value]
+# Re-exported: the row type of ``SCHEMA`` and its kinds, for the API schema and the admin form.
+from resilience.domain.settings_fields import FieldSpec as FieldSpec
+from resilience.domain.settings_fields import Kind as Kind
 
 MS_PER_HOUR = 3_600_000
 MS_PER_DAY = 86_400_000
 ROOT_FIELD = "non_field_errors"  # the error key of problems with the document as a whole
-
-_ENV_ON = frozenset({"true", "1", "on"})
-_ENV_OFF = frozenset({"false", "0", "off"})
-
-
-class Kind(StrEnum):
-    """What a setting holds."""
-
-    INT = "int"
-    BOOL = "bool"
-    OPTIONAL_BOOL = "optional_bool"  # true, false or unset (null)
 
 
 class SettingsError(ValueError):
@@ -68,78 +65,6 @@ class SettingsError(ValueError):
     def __init__(self, errors: Mapping[str, str]) -> None:
         self.errors = dict(errors)
         super().__init__("; ".join(f"{path}: {message}" for path, message in self.errors.items()))
-
-
-def to_integer(raw: Any) -> int | None:
-    """The reference's "toInteger": a finite number or numeric string, truncated; else None."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, str) and "_" not in raw:  # float() takes "1_000"; JSON and JS do not
-        try:
-            raw = float(raw.strip())
-        except ValueError:
-            return None
-    if isinstance(raw, float) and math.isfinite(raw):
-        return math.trunc(raw)
-    return None
-
-
-def _env_flag(raw: str | None) -> bool | None:
-    text = (raw or "").strip().lower()
-    return True if text in _ENV_ON else False if text in _ENV_OFF else None
-
-
-@dataclass(frozen=True, slots=True)
-class FieldSpec:
-    """One setting: its kind, bounds (integers), default and optional environment override."""
-
-    kind: Kind
-    default: Default
-    minimum: int = 0
-    maximum: int = 0
-    env: str | None = None
-
-    def default_value(self, env: Mapping[str, str]) -> Value:
-        """The default with the environment override applied (invalid overrides are ignored)."""
-        base = self.default(env) if callable(self.default) else self.default
-        raw = env.get(self.env) if self.env else None
-        if self.kind is Kind.INT:
-            return self.coerce(raw, base)
-        flag = _env_flag(raw)
-        return self.coerce(base, base) if flag is None else flag
-
-    def coerce(self, raw: Any, fallback: Value) -> Value:
-        """The lenient reading of ``raw``; ``fallback`` (clamped) when it is unusable."""
-        if self.kind is Kind.INT:
-            number = to_integer(raw)
-            return self.clamp(int(fallback or 0) if number is None else number)
-        if isinstance(raw, bool):
-            return raw
-        return bool(fallback) if self.kind is Kind.BOOL else fallback
-
-    def clamp(self, value: int) -> int:
-        return min(self.maximum, max(self.minimum, value))
-
-    def strict(self, raw: Any) -> Value:
-        """``raw`` if it is valid as it stands; ``ValueError`` with the message otherwise."""
-        if self.kind is Kind.OPTIONAL_BOOL:
-            if raw is not None and not isinstance(raw, bool):
-                raise ValueError("must be a boolean or null")
-            return raw
-        if self.kind is Kind.BOOL:
-            if not isinstance(raw, bool):
-                raise ValueError("must be a boolean")
-            return raw
-        # JSON has one number type: 5.0 is the integer 5 (as in the reference's zod .int()).
-        integral = isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())
-        if isinstance(raw, bool) or not integral:
-            raise ValueError("must be an integer")
-        value = int(raw)
-        if not self.minimum <= value <= self.maximum:
-            raise ValueError(f"must be between {self.minimum} and {self.maximum}")
-        return value
 
 
 def _from_profile(name: ProfileName, pick: Callable[[ProviderProfile], int]) -> Default:
@@ -198,66 +123,6 @@ _BRANCHES = frozenset(
     for parts in (p.split(".") for p in SCHEMA)
     for end in range(1, len(parts))
 )
-
-
-def _leaf(path: str) -> str:
-    return path.rsplit(".", 1)[-1]
-
-
-def _number(values: Mapping[str, Value], path: str) -> int:
-    """An integer field's value (the rules relate integer fields only)."""
-    return int(values[path] or 0)
-
-
-class Rule(Protocol):
-    """A constraint between fields: clamped on resolve, an error on a patch."""
-
-    def fix(self, values: dict[str, Value]) -> None: ...
-
-    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class BelowRule:
-    """``lower`` < ``upper`` (forced to ``upper`` − 1, at least 1); moot when ``upper`` ≤ 1."""
-
-    lower: str
-    upper: str
-
-    def fix(self, values: dict[str, Value]) -> None:
-        high = _number(values, self.upper)
-        values[self.lower] = min(_number(values, self.lower), max(1, high - 1))
-
-    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
-        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
-            return {}
-        low, high = _number(values, self.lower), _number(values, self.upper)
-        if high <= 1 or low < high:
-            return {}
-        if self.lower in touched:  # name the field the caller changed
-            return {self.lower: f"must be less than {_leaf(self.upper)} ({high})"}
-        return {self.upper: f"must be greater than {_leaf(self.lower)} ({low})"}
-
-
-@dataclass(frozen=True, slots=True)
-class AtMostRule:
-    """``lower`` ≤ ``upper`` (``upper`` raised to ``lower`` on resolve)."""
-
-    lower: str
-    upper: str
-
-    def fix(self, values: dict[str, Value]) -> None:
-        values[self.upper] = max(_number(values, self.upper), _number(values, self.lower))
-
-    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
-        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
-            return {}
-        low, high = _number(values, self.lower), _number(values, self.upper)
-        if low <= high:
-            return {}
-        if self.lower in touched:
-            return {self.lower: f"must not exceed {_leaf(self.upper)} ({high})"}
-        return {self.upper: f"must be at least {_leaf(self.lower)} ({low})"}
 
 
 RULES: tuple[Rule, ...] = (
@@ -370,9 +235,9 @@ def resolve_settings(stored: Mapping[str, Any], env: Mapping[str, str]) -> Resil
 def _breaker(values: Mapping[str, Value], name: ProfileName) -> BreakerSettings:
     prefix = f"providerBreaker.{name}"
     return BreakerSettings(
-        failure_threshold=_number(values, f"{prefix}.failureThreshold"),
-        degradation_threshold=_number(values, f"{prefix}.degradationThreshold"),
-        reset_timeout_ms=_number(values, f"{prefix}.resetTimeoutMs"),
+        failure_threshold=number_of(values, f"{prefix}.failureThreshold"),
+        degradation_threshold=number_of(values, f"{prefix}.degradationThreshold"),
+        reset_timeout_ms=number_of(values, f"{prefix}.resetTimeoutMs"),
     )
 
 
@@ -382,9 +247,9 @@ def _cooldown(values: Mapping[str, Value], name: ProfileName) -> CooldownSetting
     prefix = f"connectionCooldown.{name}"
     hints_429 = values[f"{prefix}.useUpstream429BreakerHints"]
     return CooldownSettings(
-        base_cooldown_ms=_number(values, f"{prefix}.baseCooldownMs"),
+        base_cooldown_ms=number_of(values, f"{prefix}.baseCooldownMs"),
         use_upstream_retry_hints=bool(values[f"{prefix}.useUpstreamRetryHints"]),
-        max_backoff_steps=_number(values, f"{prefix}.maxBackoffSteps"),
+        max_backoff_steps=number_of(values, f"{prefix}.maxBackoffSteps"),
         use_upstream_429_breaker_hints=None if hints_429 is None else bool(hints_429),
     )
 
@@ -394,8 +259,8 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         provider_breaker={name: _breaker(values, name) for name in ProfileName},
         provider_cooldown=ProviderCooldownSettings(
             enabled=bool(values["providerCooldown.enabled"]),
-            min_retry_cooldown_ms=_number(values, "providerCooldown.minRetryCooldownMs"),
-            max_retry_cooldown_ms=_number(values, "providerCooldown.maxRetryCooldownMs"),
+            min_retry_cooldown_ms=number_of(values, "providerCooldown.minRetryCooldownMs"),
+            max_retry_cooldown_ms=number_of(values, "providerCooldown.maxRetryCooldownMs"),
         ),
         connection_cooldown={name: _cooldown(values, name) for name in ProfileName},
     )
@@ -504,4 +369,3 @@ def merge(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]
         else:
             merged[key] = copy.deepcopy(value)
     return merged
-

@@ -2,8 +2,10 @@
 
 Stdlib only. Plain phrases are matched as case-insensitive substrings; the patterns are our own
 fixed regular expressions, compiled once here (never an operator's: operator phrases, such as
-the custom banned signals, are substrings too). Every pattern is linear: bounded gaps
-(``[\\s\\S]{0,80}?``) or a single ``.*`` between two literals, no nested quantifiers.
+the custom banned signals, are substrings too).
+
+Upstream bodies can be large and hostile, so matching stays linear in the text: gaps are
+bounded (``[\\s\\S]{0,80}?``), and ``a.*b`` patterns run as ``text_match.InOrder``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from resilience.domain.text_match import Matcher, contains_any, matches_any, pattern
+
 _I = re.IGNORECASE
+
 
 # -- terminal and billing signals ---------------------------------------------------------------
 
@@ -59,7 +64,7 @@ OAUTH_INVALID_TOKEN_SIGNALS: tuple[str, ...] = (
     "invalid credentials",
 )
 
-MODEL_RETIRED_PATTERNS: tuple[re.Pattern[str], ...] = (
+MODEL_RETIRED_PATTERNS: tuple[Matcher, ...] = (
     re.compile(r"\bno longer available\b", _I),
     re.compile(r"\bno longer supported\b", _I),
     re.compile(r"\breached (?:its |the )?end.?of.?life\b", _I),
@@ -67,22 +72,22 @@ MODEL_RETIRED_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\b(?:deprecated|retired|discontinued|decommissioned)[\s\S]{0,40}?\bmodel\b", _I),
 )
 
-ENDPOINT_MOVED_PATTERNS: tuple[re.Pattern[str], ...] = (
+ENDPOINT_MOVED_PATTERNS: tuple[Matcher, ...] = (
     re.compile(r"\bendpoint has moved\b", _I),
     re.compile(r"\bno longer works\b", _I),
     re.compile(r"\bupdate your base.?url\b", _I),
 )
 
-BILLING_SUSPENDED_PATTERNS: tuple[re.Pattern[str], ...] = (
+BILLING_SUSPENDED_PATTERNS: tuple[Matcher, ...] = (
     re.compile(r"\bsuspended\b[\s\S]{0,120}?\b(?:spending limit|billing|invoice|payment)\b", _I),
     re.compile(r"\b(?:spending limit|billing|invoice|payment)\b[\s\S]{0,120}?\bsuspended\b", _I),
 )
 
 # -- long-period quota (§2.4) ---------------------------------------------------------------------
 
-QUOTA_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+QUOTA_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"daily.*limit",
         r"daily.*quota",
         r"per.?day.*limit",
@@ -116,9 +121,9 @@ QUOTA_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # Never downgraded to a rate limit by a short retry hint: these do not clear on a timer.
-TERMINAL_QUOTA_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+TERMINAL_QUOTA_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"INSUFFICIENT_G1_CREDITS_BALANCE",
         r"credit.*exhaust",
         r"out of credits",
@@ -189,9 +194,9 @@ MODEL_ACCESS_DENIED_TYPES = frozenset({"not_found_error"})
 # model-access denial when the text confirms the model.
 MODEL_ACCESS_AMBIGUOUS_TYPES = frozenset({"permission_error"})
 
-CONTEXT_OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+CONTEXT_OVERFLOW_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"\binput is too long\b",
         r"\binput too long\b",
         r"\bcontext.*(?:too long|exceeded|overflow|limit)",
@@ -206,9 +211,9 @@ CONTEXT_OVERFLOW_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # The provider-wide subset (#10460): the model is not served by this provider at all.
-PROVIDER_MODEL_UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+PROVIDER_MODEL_UNSUPPORTED_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"\binvalid model\b",
         r"\bmodel.*not.*(?:available|found|supported|accessible)\b",
         r"\bmodel.*(?:does not exist|doesn't exist)\b",
@@ -219,11 +224,11 @@ PROVIDER_MODEL_UNSUPPORTED_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 # The full list adds access/permission phrasings, often an account-scoped entitlement gap.
-MODEL_ACCESS_DENIED_PATTERNS: tuple[re.Pattern[str], ...] = (
+MODEL_ACCESS_DENIED_PATTERNS: tuple[Matcher, ...] = (
     *PROVIDER_MODEL_UNSUPPORTED_PATTERNS,
     *(
-        re.compile(pattern, _I)
-        for pattern in (
+        pattern(source)
+        for source in (
             r"\baccess.*denied.*model\b",
             r"\bmodel.*access.*denied\b",
             r"\b(?:access|permission)[\s\S]{0,60}?\bmodel\b",
@@ -232,9 +237,9 @@ MODEL_ACCESS_DENIED_PATTERNS: tuple[re.Pattern[str], ...] = (
     ),
 )
 
-AUTH_CREDENTIAL_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+AUTH_CREDENTIAL_ERROR_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"\b(?:invalid|incorrect|expired|missing|revoked)\s+api[\s_-]?key\b",
         r"\bapi[\s_-]?key\s+(?:is\s+)?(?:invalid|incorrect|expired|missing|revoked|not\s+valid)\b",
         r"\bauthentication\s+(?:failed|error|required)\b",
@@ -244,9 +249,9 @@ AUTH_CREDENTIAL_ERROR_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-MALFORMED_REQUEST_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+MALFORMED_REQUEST_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"\bimproperly formed request\b",
         r"\binvalid.*message.*format",
         r"\bmessages must alternate\b",
@@ -257,9 +262,9 @@ MALFORMED_REQUEST_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 
-PARAM_VALIDATION_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(pattern, _I)
-    for pattern in (
+PARAM_VALIDATION_PATTERNS: tuple[Matcher, ...] = tuple(
+    pattern(source)
+    for source in (
         r"max_tokens.*illegal",
         r"max_tokens.*must be",
         r"max_tokens.*range",
@@ -269,13 +274,13 @@ PARAM_VALIDATION_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
 )
 
 # A backing deployment reported DEGRADED on a 400 (seen on NVIDIA NIM).
-FUNCTION_DEGRADED_PATTERNS: tuple[re.Pattern[str], ...] = (
+FUNCTION_DEGRADED_PATTERNS: tuple[Matcher, ...] = (
     re.compile(r"\bfunction\b[\s\S]{0,80}?\bDEGRADED\b", _I),
     re.compile(r"\bDEGRADED\b[\s\S]{0,80}?\bfunction\b", _I),
 )
 
 # Throttling announced on a 400 instead of a 429.
-RATE_LIMIT_TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
+RATE_LIMIT_TEXT_PATTERNS: tuple[Matcher, ...] = (
     re.compile(r"high.?frequency", _I),
     re.compile(r"non-compliant", _I),
     re.compile(r"too many requests", _I),
@@ -286,17 +291,6 @@ RATE_LIMIT_TEXT_PATTERNS: tuple[re.Pattern[str], ...] = (
 
 
 # -- predicates ---------------------------------------------------------------------------------
-
-
-def contains_any(text: str, phrases: Iterable[str]) -> bool:
-    """Whether ``text`` contains any non-empty phrase, ignoring case."""
-    lower = text.lower()
-    return any(phrase and phrase.lower() in lower for phrase in phrases)
-
-
-def matches_any(text: str, patterns: Iterable[re.Pattern[str]]) -> bool:
-    """Whether any of the fixed ``patterns`` occurs in ``text``."""
-    return any(pattern.search(text) for pattern in patterns)
 
 
 def is_account_deactivated(text: str, banned_signals: Iterable[str] = ()) -> bool:

@@ -1,8 +1,9 @@
-"""Per-process chores of the resilience layer: the cold-start restore and periodic sweeps.
+"""Per-process chores of the resilience layer: the cold-start restore and periodic tasks.
 
 Called from the proxy on each request; each call is a dictionary lookup and a clock read
 unless a chore is due, and the chores themselves run once per process (restore) or in the
-background every ``SWEEP_INTERVAL_SECONDS`` (sweep).
+background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-check pass
+(``resilience.services.expired``) every ``EXPIRED_RECHECK_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -10,19 +11,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
 
 from channels.db import database_sync_to_async
+from django.utils import timezone
 
 from resilience.persistence import persisted_breakers
 from resilience.services.breakers import breaker_restore, breaker_sweep
+from resilience.services.expired import Recheck, expired_recheck_pass
 from resilience.store import StateStore
 
 logger = logging.getLogger(__name__)
 SWEEP_INTERVAL_SECONDS = 300.0
+EXPIRED_RECHECK_INTERVAL_SECONDS = 60.0
 
 _restores: dict[int, asyncio.Future[int]] = {}
 _last_sweep: dict[int, float] = {}
 _background: set[asyncio.Task[object]] = set()
+
+
+@dataclass(slots=True)
+class _Periodic:
+    """A per-process periodic pass: when it last started, and the task while it runs."""
+
+    last_started: float | None = None
+    task: asyncio.Task[object] | None = None
+
+
+_expired_recheck = _Periodic()
 
 
 async def _restore(store: StateStore) -> int:
@@ -41,6 +59,14 @@ async def resilience_ready(store: StateStore) -> None:
     if not restore.done():
         await asyncio.shield(restore)
     _maybe_sweep(store)
+    _maybe_recheck_expired()
+
+
+def _in_background(work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+    task: asyncio.Task[object] = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
 
 
 def _maybe_sweep(store: StateStore) -> None:
@@ -48,6 +74,29 @@ def _maybe_sweep(store: StateStore) -> None:
     if now - _last_sweep.setdefault(id(store), now) < SWEEP_INTERVAL_SECONDS:
         return
     _last_sweep[id(store)] = now
-    task: asyncio.Task[object] = asyncio.ensure_future(breaker_sweep(store=store))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+    _in_background(breaker_sweep(store=store))
+
+
+def _maybe_recheck_expired() -> None:
+    """Start an expired re-check pass every interval; never two at once (probes can be slow)."""
+    now, periodic = time.monotonic(), _expired_recheck
+    if periodic.last_started is None:
+        periodic.last_started = now  # the first pass is one interval after the first request
+    running = periodic.task is not None and not periodic.task.done()
+    if running or now - periodic.last_started < EXPIRED_RECHECK_INTERVAL_SECONDS:
+        return
+    periodic.last_started = now
+    periodic.task = _in_background(_recheck_expired())
+
+
+def _expired_pass_now() -> list[Recheck]:
+    return expired_recheck_pass(now=timezone.now())
+
+
+async def _recheck_expired() -> None:
+    # Not thread-sensitive: the probes block on the network, and clearing a connection waits
+    # for the breaker/connection write-through, which runs on Django's single sync thread.
+    try:
+        await database_sync_to_async(_expired_pass_now, thread_sensitive=False)()
+    except Exception:
+        logger.exception("expired re-check pass failed")

@@ -1,4 +1,4 @@
-"""Admin of provider connections: write-only secrets, read-only state, the clear action."""
+"""Admin of provider connections: write-only secrets, read-only state, the state actions."""
 
 from __future__ import annotations
 
@@ -15,7 +15,12 @@ from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfie
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import TestStatus
 from routing.models import ProviderConnection
-from routing.services import connection_clear_error, connection_delete, connection_save
+from routing.services import (
+    connection_clear_error,
+    connection_delete,
+    connection_reset_terminal,
+    connection_save,
+)
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
 TERMINAL_COLOUR = "#c62828"
@@ -28,6 +33,8 @@ CONNECTION_STATE_FIELDS = (
     "error_code",
     "last_error",
     "last_error_at",
+    "expired_retry_count",
+    "expired_retry_at",
     "created_at",
     "updated_at",
 )
@@ -84,7 +91,7 @@ class ProviderConnectionForm(ModelFormBase):
 
 @admin.register(ProviderConnection)
 class ProviderConnectionAdmin(ServiceAdmin):
-    """Connections: settings are edited, state only changes through ``clear_errors``."""
+    """Connections: settings are edited; state only changes through the two actions."""
 
     form = ProviderConnectionForm
     list_display = (
@@ -104,7 +111,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
     list_select_related = ("provider",)
     search_fields = ("name", "provider__slug", "provider__name")
     readonly_fields = ("secret_preview", "refresh_secret_preview", *CONNECTION_STATE_FIELDS)
-    actions = ("clear_errors",)
+    actions = ("clear_errors", "reset_terminal")
     fieldsets = (
         (
             None,
@@ -137,7 +144,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
             },
         ),
         (
-            "State (set by the gateway; reset with the clear action)",
+            "State (set by the gateway; changed only by the actions)",
             {"fields": CONNECTION_STATE_FIELDS},
         ),
     )
@@ -185,3 +192,13 @@ class ProviderConnectionAdmin(ServiceAdmin):
             f"Cleared cooldown and errors of {len(connections)} connection(s).",
             messages.SUCCESS,
         )
+
+    @admin.action(description="Reset terminal state", permissions=["change"])
+    def reset_terminal(self, request: HttpRequest, queryset: QuerySet[ProviderConnection]) -> None:
+        """Banned / expired / out-of-credits connections back to active; others untouched."""
+        connections = list(queryset)
+        reset = sum(connection_reset_terminal(connection=c) for c in connections)
+        message = f"Reset the terminal state of {reset} connection(s)."
+        if skipped := len(connections) - reset:
+            message += f" {skipped} were not in a terminal state and were left as they are."
+        self.message_user(request, message, messages.SUCCESS if reset else messages.WARNING)

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import status, viewsets
+from rest_framework import exceptions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -34,6 +34,7 @@ from routing.services import (
     combo_save,
     connection_clear_error,
     connection_delete,
+    connection_reset_terminal,
     connection_save,
     provider_delete,
     provider_save,
@@ -56,6 +57,14 @@ class ProviderViewSet(viewsets.ModelViewSet[Provider]):
 
     def perform_destroy(self, instance: Provider) -> None:
         provider_delete(provider=instance)
+
+
+class NotTerminal(exceptions.APIException):
+    """A terminal-state reset of a connection that is not terminal."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The connection is not in a terminal state."
+    default_code = "conflict"
 
 
 def _connection_write(connection: ProviderConnection, data: dict[str, Any]) -> ProviderConnection:
@@ -100,6 +109,16 @@ class ProviderConnectionViewSet(viewsets.ModelViewSet[ProviderConnection]):
     def clear_error(self, request: Request, pk: str | None = None) -> Response:
         """Clear the cooldown, error fields and terminal status of a connection."""
         connection = connection_clear_error(connection=self.get_object())
+        return Response(self.get_serializer(connection).data)
+
+    @extend_schema(request=None, responses={200: ProviderConnectionSerializer, 409: None})
+    @action(detail=True, methods=["post"])
+    def reset_terminal(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a banned, expired or out-of-credits connection back to active (409 if it is
+        not in a terminal state)."""
+        connection = self.get_object()
+        if not connection_reset_terminal(connection=connection):
+            raise NotTerminal(f"The connection is {connection.test_status}, not terminal.")
         return Response(self.get_serializer(connection).data)
 
 

@@ -4,20 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('routing', '0002_seed_providers'),
+        ("routing", "0002_seed_providers"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='providerconnection',
-            name='expired_retry_at',
-            field=models.DateTimeField(blank=True, help_text='When the next expired re-check is due.', null=True),
+            model_name="providerconnection",
+            name="expired_retry_at",
+            field=models.DateTimeField(
+                blank=True, help_text="When the next expired re-check is due.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='providerconnection',
-            name='expired_retry_count',
-            field=models.PositiveIntegerField(default=0, help_text='Failed re-checks of an expired OAuth connection (decision 12).'),
+            model_name="providerconnection",
+            name="expired_retry_count",
+            field=models.PositiveIntegerField(
+                default=0,
+                help_text="Failed re-checks of an expired OAuth connection (decision 12).",
+            ),
         ),
     ]

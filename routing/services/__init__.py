@@ -4,6 +4,8 @@ from routing.services.combos import combo_delete, combo_save
 from routing.services.connections import (
     connection_clear_error,
     connection_delete,
+    connection_is_terminal,
+    connection_reset_terminal,
     connection_save,
 )
 from routing.services.keys import api_key_create, api_key_delete, api_key_revoke, api_key_update
@@ -18,6 +20,8 @@ __all__ = [
     "combo_save",
     "connection_clear_error",
     "connection_delete",
+    "connection_is_terminal",
+    "connection_reset_terminal",
     "connection_save",
     "provider_delete",
     "provider_save",

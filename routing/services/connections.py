@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.db import transaction
 
-from routing.domain.vocabulary import TestStatus
+from resilience.domain.connection_state import ConnectionState
+from resilience.persistence import persistence_flush
+from resilience.services.connections import connection_state_get, connection_state_reset
+from resilience.state import get_store
+from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 from routing.models import ProviderConnection
 from routing.services._changes import announce_change
 
@@ -19,6 +26,10 @@ ERROR_FIELDS = (
     "error_code",
     "backoff_level",
 )
+EXPIRED_RETRY_FIELDS = ("expired_retry_count", "expired_retry_at")
+FLUSH_TIMEOUT_SECONDS = 10.0
+
+logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -42,9 +53,38 @@ def connection_save(
     return connection
 
 
-@transaction.atomic
+async def _forget_live_state(connection_id: int) -> None:
+    await connection_state_reset(store=get_store(), connection_id=connection_id)
+    # A write-through queued before the reset would otherwise land after the row is cleared.
+    # It runs on Django's single sync thread: a caller on that very thread would wait forever,
+    # hence the bound (the flush is left running on timeout, never cancelled).
+    flush = asyncio.ensure_future(persistence_flush())
+    _, pending = await asyncio.wait({flush}, timeout=FLUSH_TIMEOUT_SECONDS)
+    if pending:
+        logger.warning("connection %s cleared before its queued write-through ran", connection_id)
+
+
+async def _live_state(connection_id: int, durable: ConnectionState) -> ConnectionState:
+    return await connection_state_get(
+        store=get_store(), connection_id=connection_id, durable=durable
+    )
+
+
 def connection_clear_error(*, connection: ProviderConnection) -> ProviderConnection:
-    """Clear the cooldown, error fields and terminal state: the connection is routable again."""
+    """Clear the cooldown, error fields, terminal state and expired re-checks: routable again.
+
+    The live state in the state store (authoritative at run time) is forgotten first, and the
+    queued write-through waited for, so nothing re-dirties the row afterwards. Sync only: it
+    bridges to the store with ``async_to_sync``. From async code call it through
+    ``sync_to_async(..., thread_sensitive=False)``: the write-through it waits for needs
+    Django's single sync thread.
+    """
+    async_to_sync(_forget_live_state)(connection.pk)
+    return _clear_row(connection)
+
+
+@transaction.atomic
+def _clear_row(connection: ProviderConnection) -> ProviderConnection:
     connection.rate_limited_until = None
     connection.test_status = TestStatus.ACTIVE
     connection.last_error = ""
@@ -52,9 +92,32 @@ def connection_clear_error(*, connection: ProviderConnection) -> ProviderConnect
     connection.last_error_type = ""
     connection.error_code = ""
     connection.backoff_level = 0
-    connection.save(update_fields=[*ERROR_FIELDS, "updated_at"])
+    connection.expired_retry_count = 0
+    connection.expired_retry_at = None
+    connection.save(update_fields=[*ERROR_FIELDS, *EXPIRED_RETRY_FIELDS, "updated_at"])
     announce_change()
     return connection
+
+
+def connection_is_terminal(*, connection: ProviderConnection) -> bool:
+    """Banned, expired or out of credits, by the row or by the live state in the store (whose
+    write-through to the row may still be queued)."""
+    if connection.test_status in TERMINAL_STATUSES:
+        return True
+    durable = ConnectionState(test_status=connection.test_status)
+    return async_to_sync(_live_state)(connection.pk, durable).is_terminal
+
+
+def connection_reset_terminal(*, connection: ProviderConnection) -> bool:
+    """Bring a terminal connection back to active (as ``connection_clear_error`` does).
+
+    Returns False and changes nothing when the connection is not terminal: a mere cooldown is
+    ``connection_clear_error``'s to clear.
+    """
+    if not connection_is_terminal(connection=connection):
+        return False
+    connection_clear_error(connection=connection)
+    return True
 
 
 @transaction.atomic

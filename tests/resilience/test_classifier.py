@@ -5,7 +5,9 @@ rule table, steps 1-3 and 6-10, upstream hints and the 429 kind. The text steps 
 from __future__ import annotations
 
 import ast
+import re
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +22,7 @@ from resilience.domain import (
     classifier_text,
     retry_hints,
     signals,
+    text_match,
 )
 from resilience.domain.breaker_state import FailureKind
 from resilience.domain.classifier import (
@@ -322,7 +325,16 @@ def test_classify_429_kind(status: int, text: str, kind: FailureKind) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [classifier, classification, classifier_rules, classifier_text, retry_hints, signals]
+    "module",
+    [
+        classifier,
+        classification,
+        classifier_rules,
+        classifier_text,
+        retry_hints,
+        signals,
+        text_match,
+    ],
 )
 def test_module_imports_only_the_stdlib_and_the_domain(module: ModuleType) -> None:
     tree = ast.parse(Path(str(module.__file__)).read_text())
@@ -335,3 +347,47 @@ def test_module_imports_only_the_stdlib_and_the_domain(module: ModuleType) -> No
     names |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     outside = {m for m in names if m.split(".")[0] not in sys.stdlib_module_names}
     assert all(m.startswith("resilience.domain") for m in outside), outside
+
+
+# -- hostile bodies -------------------------------------------------------------------------------
+
+SOURCES = [
+    "daily.*limit",
+    r"\bmodel.*not.*(?:available|found)\b",
+    r"\bmax.*token",
+    "is illegal.*range",
+]
+SAMPLES = [
+    "Daily request LIMIT",
+    "limit daily",
+    "daily\nlimit",
+    "the model is not available",
+    "models are not found here",
+    "model not availableX",
+    "not model available",
+    "MAX_TOKENS too high",
+    "token max",
+    "value is illegal, out of range",
+    "",
+]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_in_order_matching_agrees_with_the_regular_expression(source: str) -> None:
+    compiled = re.compile(source, re.IGNORECASE)
+    matcher = text_match.pattern(source)
+    assert isinstance(matcher, text_match.InOrder)
+    for sample in SAMPLES:
+        assert bool(matcher.search(sample)) is bool(compiled.search(sample)), sample
+
+
+@pytest.mark.parametrize(
+    "unit", ["context ", "model ", "daily ", "max ", "access ", "suspended ", '{"error": ', "["]
+)
+def test_a_large_hostile_body_is_classified_in_linear_time(unit: str) -> None:
+    text = unit * (50_000 // len(unit))
+    started = time.perf_counter()
+    for status in (400, 403, 429, 500):
+        run(status, text)
+    classify_429_kind(429, text)
+    assert time.perf_counter() - started < 2.0

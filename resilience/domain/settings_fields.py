@@ -1,0 +1,161 @@
+"""One setting of the resilience document, and constraints between settings (pure).
+
+``FieldSpec`` is a row of ``resilience.domain.settings.SCHEMA``: its ``Kind`` (an integer with
+bounds, a boolean, or an optional boolean that may be unset), its default and an optional
+environment override; it reads a stored value leniently (``coerce``) and a patched one strictly
+(``strict``). A ``Rule`` relates two integer fields: clamped on resolve, an error on a patch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+Value = int | bool | None  # None: an OPTIONAL_BOOL left unset
+Default = Value | Callable[[Mapping[str, str]], Value]
+
+_ENV_ON = frozenset({"true", "1", "on"})
+_ENV_OFF = frozenset({"false", "0", "off"})
+
+
+class Kind(StrEnum):
+    """What a setting holds."""
+
+    INT = "int"
+    BOOL = "bool"
+    OPTIONAL_BOOL = "optional_bool"  # true, false or unset (null)
+
+
+def to_integer(raw: Any) -> int | None:
+    """The reference's "toInteger": a finite number or numeric string, truncated; else None."""
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and "_" not in raw:  # float() takes "1_000"; JSON and JS do not
+        try:
+            raw = float(raw.strip())
+        except ValueError:
+            return None
+    if isinstance(raw, float) and math.isfinite(raw):
+        return math.trunc(raw)
+    return None
+
+
+def _env_flag(raw: str | None) -> bool | None:
+    text = (raw or "").strip().lower()
+    return True if text in _ENV_ON else False if text in _ENV_OFF else None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """One setting: its kind, bounds (integers), default and optional environment override."""
+
+    kind: Kind
+    default: Default
+    minimum: int = 0
+    maximum: int = 0
+    env: str | None = None
+
+    def default_value(self, env: Mapping[str, str]) -> Value:
+        """The default with the environment override applied (invalid overrides are ignored)."""
+        base = self.default(env) if callable(self.default) else self.default
+        raw = env.get(self.env) if self.env else None
+        if self.kind is Kind.INT:
+            return self.coerce(raw, base)
+        flag = _env_flag(raw)
+        return self.coerce(base, base) if flag is None else flag
+
+    def coerce(self, raw: Any, fallback: Value) -> Value:
+        """The lenient reading of ``raw``; ``fallback`` (clamped) when it is unusable."""
+        if self.kind is Kind.INT:
+            number = to_integer(raw)
+            return self.clamp(int(fallback or 0) if number is None else number)
+        if isinstance(raw, bool):
+            return raw
+        return bool(fallback) if self.kind is Kind.BOOL else fallback
+
+    def clamp(self, value: int) -> int:
+        return min(self.maximum, max(self.minimum, value))
+
+    def strict(self, raw: Any) -> Value:
+        """``raw`` if it is valid as it stands; ``ValueError`` with the message otherwise."""
+        if self.kind is Kind.OPTIONAL_BOOL:
+            if raw is not None and not isinstance(raw, bool):
+                raise ValueError("must be a boolean or null")
+            return raw
+        if self.kind is Kind.BOOL:
+            if not isinstance(raw, bool):
+                raise ValueError("must be a boolean")
+            return raw
+        # JSON has one number type: 5.0 is the integer 5 (as in the reference's zod .int()).
+        integral = isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())
+        if isinstance(raw, bool) or not integral:
+            raise ValueError("must be an integer")
+        value = int(raw)
+        if not self.minimum <= value <= self.maximum:
+            raise ValueError(f"must be between {self.minimum} and {self.maximum}")
+        return value
+
+
+def _leaf(path: str) -> str:
+    return path.rsplit(".", 1)[-1]
+
+
+def number_of(values: Mapping[str, Value], path: str) -> int:
+    """An integer field's value (the rules relate integer fields only)."""
+    return int(values[path] or 0)
+
+
+class Rule(Protocol):
+    """A constraint between fields: clamped on resolve, an error on a patch."""
+
+    def fix(self, values: dict[str, Value]) -> None: ...
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BelowRule:
+    """``lower`` < ``upper`` (forced to ``upper`` − 1, at least 1); moot when ``upper`` ≤ 1."""
+
+    lower: str
+    upper: str
+
+    def fix(self, values: dict[str, Value]) -> None:
+        high = number_of(values, self.upper)
+        values[self.lower] = min(number_of(values, self.lower), max(1, high - 1))
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
+        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
+            return {}
+        low, high = number_of(values, self.lower), number_of(values, self.upper)
+        if high <= 1 or low < high:
+            return {}
+        if self.lower in touched:  # name the field the caller changed
+            return {self.lower: f"must be less than {_leaf(self.upper)} ({high})"}
+        return {self.upper: f"must be greater than {_leaf(self.lower)} ({low})"}
+
+
+@dataclass(frozen=True, slots=True)
+class AtMostRule:
+    """``lower`` ≤ ``upper`` (``upper`` raised to ``lower`` on resolve)."""
+
+    lower: str
+    upper: str
+
+    def fix(self, values: dict[str, Value]) -> None:
+        values[self.upper] = max(number_of(values, self.upper), number_of(values, self.lower))
+
+    def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
+        if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):
+            return {}
+        low, high = number_of(values, self.lower), number_of(values, self.upper)
+        if low <= high:
+            return {}
+        if self.lower in touched:
+            return {self.lower: f"must not exceed {_leaf(self.upper)} ({high})"}
+        return {self.upper: f"must be at least {_leaf(self.lower)} ({low})"}

@@ -1,0 +1,384 @@
+"""Connection cooldowns and terminal states, end to end through the chat consumer.
+
+An ``httpx.MockTransport`` plays two keys of one API-key provider and a ``MemoryStore`` on a
+fake clock holds the resilience state, so cooldowns run out without sleeping (reference-part1
+§4.3-§4.7: hinted and scaled cooldowns, the anti-thundering-herd guard, terminal states,
+``disable_cooling``, success clearing once, the operator reset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import ApplicationCommunicator
+
+from resilience import state as resilience_state
+from resilience.domain.breaker import BreakerState
+from resilience.domain.connection_state import ConnectionState
+from resilience.persistence import persistence_flush
+from resilience.services import connections as connection_services
+from resilience.services import resilience_settings_update
+from resilience.services.breakers import breaker_get
+from resilience.services.connections import connection_state_get
+from resilience.store import MemoryStore
+from routing import services as routing_services
+from routing.consumers import ChatCompletionsConsumer
+from routing.models import Provider, ProviderConnection
+from routing.services import api_key_create, connection_save, provider_save
+from routing.snapshot import snapshot_clear
+from routing.upstream import Upstream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MODEL = "acme/m1"
+PRIMARY = "sk-acme-PRIMARY-0001"
+BACKUP = "sk-acme-BACKUP-0002"
+RECEIVE_TIMEOUT_SECONDS = 5
+COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
+# API-key profile: base 3 s doubling per level, level capped at 5 (96 s), then 96 s again.
+SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (48, 5), (96, 5), (96, 5)]
+
+Behaviour = Callable[[httpx.Request], Awaitable[httpx.Response]]
+# The operator's reset of a terminal connection (connection_clear_error where it is missing).
+operator_reset: Callable[..., Any] = getattr(
+    routing_services, "connection_reset_terminal", routing_services.connection_clear_error
+)
+
+
+# --- fake upstream, clock and client (the harness of test_consumer_breaker) -----------------
+
+
+async def _once(body: bytes) -> AsyncIterator[bytes]:
+    yield body
+
+
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Behaviour:
+    """Answer ``status`` with an OpenAI-style error body (and ``headers``)."""
+    body = orjson.dumps({"error": {"message": message, "code": "upstream_error"}})
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        all_headers = {"content-type": "application/json", **(headers or {})}
+        return httpx.Response(status, headers=all_headers, content=_once(body))
+
+    return behaviour
+
+
+async def OK(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, json=COMPLETION)
+
+
+UNAVAILABLE = error(503, "service unavailable")
+
+
+@dataclass
+class FakeUpstream:
+    """Answers by the connection secret a request carries, and records the secrets it saw."""
+
+    behaviours: dict[str, Behaviour] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        secret = request.headers["authorization"].removeprefix("Bearer ")
+        self.calls.append(secret)
+        return await self.behaviours[secret](request)
+
+
+@dataclass
+class FakeClock:
+    """The store's clock (epoch seconds); moves only when told."""
+
+    now: float = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def connection(self) -> int | None:
+        parts = dict(p.split("=", 1) for p in self.headers["x-omniroute-decision"].split("; "))
+        return int(parts["connection"]) if "connection" in parts else None
+
+
+@dataclass
+class Gateway:
+    """The chat consumer over the fake upstream and a store on the fake clock, with a key."""
+
+    key: str
+    fake: FakeUpstream
+    clock: FakeClock
+    store: MemoryStore
+    app: Any = None
+
+    def __post_init__(self) -> None:
+        upstream = Upstream(httpx.MockTransport(self.fake))
+        self.app = ChatCompletionsConsumer.as_asgi(upstream=upstream, store=self.store)
+
+    async def call(self, model: str = MODEL) -> Reply:
+        path = "/v1/chat/completions"
+        scope = {
+            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": path, "raw_path": path.encode(), "query_string": b"",
+            "headers": [(b"authorization", f"Bearer {self.key}".encode())],
+            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
+        }  # fmt: skip
+        comm = ApplicationCommunicator(self.app, scope)
+        body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+        await comm.send_input({"type": "http.request", "body": body, "more_body": False})
+        start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+        content = b""
+        while True:
+            event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
+            content += event["body"]
+            if not event.get("more_body"):
+                break
+        await comm.wait(RECEIVE_TIMEOUT_SECONDS)
+        headers = {name.decode(): value.decode() for name, value in start["headers"]}
+        return Reply(start["status"], headers, content)
+
+    async def state(self, connection_id: int) -> ConnectionState:
+        return await connection_state_get(
+            store=self.store, connection_id=connection_id, durable=ConnectionState()
+        )
+
+    async def cooling_for(self, connection_id: int) -> float:
+        return (await self.state(connection_id)).remaining(self.clock.now)
+
+
+def gathering(count: int, then: Behaviour) -> Behaviour:
+    """Hold every request until ``count`` of them have arrived, then answer each with ``then``."""
+    arrived, everyone = [0], asyncio.Event()
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        arrived[0] += 1
+        if arrived[0] >= count:
+            everyone.set()
+        await asyncio.wait_for(everyone.wait(), RECEIVE_TIMEOUT_SECONDS)
+        return await then(request)
+
+    return behaviour
+
+
+# --- data -----------------------------------------------------------------------------------
+
+
+def add_connection(provider: Provider, name: str, secret: str, priority: int, **extra: Any) -> int:
+    fields = {"provider": provider, "name": name, "priority": priority, **extra}
+    return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
+
+
+@pytest.fixture
+def acme(db: None) -> Provider:
+    fields = {"slug": "acme", "name": "Acme", "category": "api_key"}
+    return provider_save(provider=Provider(), fields={**fields, "base_url": "http://acme.test/v1"})
+
+
+@pytest.fixture
+def primary(acme: Provider) -> int:
+    return add_connection(acme, "primary", PRIMARY, priority=10)
+
+
+@pytest.fixture
+def backup(acme: Provider) -> int:
+    return add_connection(acme, "backup", BACKUP, priority=20)
+
+
+@pytest.fixture
+def patient_breaker(db: None) -> None:
+    """A breaker that never opens here, so only the connection cooldowns are under test."""
+    breaker = {"failureThreshold": 1000, "degradationThreshold": 999}
+    resilience_settings_update(patch={"providerBreaker": {"apikey": breaker}})
+
+
+@pytest.fixture
+async def gateway(db: None) -> AsyncIterator[Gateway]:
+    snapshot_clear()
+    _, key = await database_sync_to_async(api_key_create)(name="client")
+    clock = FakeClock()
+    yield Gateway(key, FakeUpstream(), clock, MemoryStore(clock=clock))
+    await persistence_flush()  # let the write-through finish before the database is flushed
+
+
+@pytest.fixture
+def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make the test's store the process store, so operator services act on it too."""
+    resilience_state.get_store.cache_clear()
+    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: gateway.store)
+    yield
+    resilience_state.get_store.cache_clear()
+
+
+# --- 1. an upstream hint cools one key, not the provider ------------------------------------
+
+
+async def test_a_429_with_retry_after_cools_only_that_connection_for_the_hinted_seconds(
+    gateway: Gateway, primary: int, backup: int
+) -> None:
+    fake = gateway.fake
+    fake.behaviours.update({PRIMARY: error(429, "slow down", {"retry-after": "7"}), BACKUP: OK})
+    # given: the primary refused with a hint, the backup served
+    assert (await gateway.call()).connection == backup
+    assert await gateway.cooling_for(primary) == 7
+    # when / then: for 7 clock seconds every request goes straight to the backup
+    for _ in range(13):
+        gateway.clock.advance(0.5)
+        assert (await gateway.call()).connection == backup
+    assert fake.calls == [PRIMARY] + [BACKUP] * 14
+    # when / then: at +7 s the primary is asked again
+    gateway.clock.advance(0.5)
+    fake.behaviours[PRIMARY] = OK
+    assert (await gateway.call()).connection == primary
+    breaker = await breaker_get(store=gateway.store, name="acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
+
+
+# --- 2 and 3. scaled backoff, raised once per cooldown --------------------------------------
+
+
+async def test_failures_without_a_hint_scale_the_cooldown_up_to_the_level_5_ceiling(
+    gateway: Gateway, primary: int, backup: int, patient_breaker: None
+) -> None:
+    fake = gateway.fake
+    fake.behaviours.update({PRIMARY: UNAVAILABLE, BACKUP: OK})
+
+    for cooldown, level in SCALED:
+        calls = len(fake.calls)
+        assert (await gateway.call()).connection == backup
+        state = await gateway.state(primary)
+        assert (state.remaining(gateway.clock.now), state.backoff_level) == (cooldown, level)
+        gateway.clock.advance(cooldown - 0.5)
+        assert (await gateway.call()).connection == backup
+        assert fake.calls[calls:] == [PRIMARY, BACKUP, BACKUP]
+        gateway.clock.advance(0.5)
+
+
+async def test_fifty_concurrent_failures_raise_the_backoff_level_once(
+    gateway: Gateway, primary: int, backup: int
+) -> None:
+    requests = 50
+    gateway.fake.behaviours.update(
+        {PRIMARY: gathering(requests, error(429, "slow down")), BACKUP: OK}
+    )
+
+    replies = await asyncio.gather(*(gateway.call() for _ in range(requests)))
+
+    assert {reply.connection for reply in replies} == {backup}
+    assert gateway.fake.calls.count(PRIMARY) == requests
+    state = await gateway.state(primary)
+    assert (state.backoff_level, state.remaining(gateway.clock.now)) == (1, 3)
+
+
+# --- 4. terminal states ---------------------------------------------------------------------
+
+
+TERMINAL = {
+    "expired": (401, "Incorrect API key provided"),
+    "credits_exhausted": (402, "Payment required"),
+    "banned": (403, "Your account has been deactivated"),
+}
+
+
+@pytest.mark.parametrize(("terminal", "answer"), TERMINAL.items(), ids=TERMINAL.keys())
+async def test_a_terminal_connection_is_never_asked_again(
+    gateway: Gateway, primary: int, backup: int, terminal: str, answer: tuple[int, str]
+) -> None:
+    # given: the primary's answer made it terminal (a 4xx: the client sees it, no failover)
+    fake = gateway.fake
+    fake.behaviours.update({PRIMARY: error(*answer), BACKUP: OK})
+    first = await gateway.call()
+    assert (first.status, (await gateway.state(primary)).test_status) == (answer[0], terminal)
+    # when: it would now only fail transiently, across hours of requests
+    fake.behaviours[PRIMARY] = UNAVAILABLE
+    for _ in range(5):
+        gateway.clock.advance(3600)
+        assert (await gateway.call()).connection == backup
+    # then: it was never asked, and stays terminal in the store and in its row
+    assert fake.calls == [PRIMARY] + [BACKUP] * 5
+    assert (await gateway.state(primary)).test_status == terminal
+    await persistence_flush()
+    row = await ProviderConnection.objects.aget(pk=primary)
+    assert (row.test_status, row.rate_limited_until) == (terminal, None)
+
+
+async def test_the_operator_reset_brings_a_terminal_connection_back(
+    gateway: Gateway, primary: int, backup: int, process_store: None
+) -> None:
+    fake = gateway.fake
+    fake.behaviours.update({PRIMARY: error(401, "Incorrect API key provided"), BACKUP: OK})
+    await gateway.call()
+    assert (await gateway.state(primary)).test_status == "expired"
+    await persistence_flush()
+
+    row = await ProviderConnection.objects.aget(pk=primary)
+    await database_sync_to_async(operator_reset)(connection=row)
+    fake.behaviours[PRIMARY] = OK
+    reply = await gateway.call()
+
+    assert reply.connection == primary
+    assert (await gateway.state(primary)).is_clean
+
+
+# --- 5 and 6. clearing once; disable_cooling ------------------------------------------------
+
+
+async def test_a_success_clears_the_error_fields_once(
+    gateway: Gateway, primary: int, backup: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written: list[tuple[int, ConnectionState]] = []
+    persist = connection_services.persist_connection_state
+
+    def spy(connection_id: int, state: ConnectionState) -> None:
+        written.append((connection_id, state))
+        persist(connection_id, state)
+
+    monkeypatch.setattr(connection_services, "persist_connection_state", spy)
+    fake = gateway.fake
+    fake.behaviours.update({PRIMARY: UNAVAILABLE, BACKUP: OK})
+    # given: a failure, and its cooldown over
+    await gateway.call()
+    failed = await gateway.state(primary)
+    gateway.clock.advance(3)
+    fake.behaviours[PRIMARY] = OK
+    # when: two successes
+    assert (await gateway.call()).connection == primary
+    assert (await gateway.call()).connection == primary
+    # then: one clean write, and nothing for the second success
+    assert written == [(primary, failed), (primary, ConnectionState())]
+    assert (failed.error_code, failed.backoff_level) == ("503", 1)
+    await persistence_flush()
+    row = await ProviderConnection.objects.aget(pk=primary)
+    cleared = (row.test_status, row.rate_limited_until, row.backoff_level, row.last_error)
+    assert cleared == ("active", None, 0, "")
+
+
+async def test_disable_cooling_records_the_error_but_never_cools(
+    gateway: Gateway, acme: Provider, patient_breaker: None
+) -> None:
+    only = await database_sync_to_async(add_connection)(
+        acme, "uncooled", PRIMARY, priority=10, disable_cooling=True
+    )
+    fake = gateway.fake
+    failures = [UNAVAILABLE, error(429, "slow down", {"retry-after": "30"}), UNAVAILABLE]
+
+    for number, behaviour in enumerate(failures, start=1):
+        fake.behaviours[PRIMARY] = behaviour
+        assert (await gateway.call()).status >= 429
+        state = await gateway.state(only)
+        assert (state.test_status, state.rate_limited_until) == ("active", None)
+        assert state.last_error and state.error_code in {"429", "503"}
+        assert len(fake.calls) == number  # asked every time, no clock advance needed
