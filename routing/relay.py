@@ -53,11 +53,10 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
     if outcome is None:
         return _all_excluded(context, headers)
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status is not None:
-        headers += [
-            (name.encode(), value.encode())
-            for name, value in outcome.headers.items()
-            if name in RELAYED_ERROR_HEADERS
-        ]
+        relayed = {k: v for k, v in outcome.headers.items() if k in RELAYED_ERROR_HEADERS}
+        if outcome.client_retry_after is not None:
+            relayed["retry-after"] = outcome.client_retry_after
+        headers += [(name.encode(), value.encode()) for name, value in relayed.items()]
         return outcome.status, upstream_error_body(outcome.status, outcome.body), headers
     if outcome.kind is OutcomeKind.TIMEOUT:
         message = f"The upstream did not answer in time ({outcome.detail})."

@@ -27,6 +27,7 @@ class Outcome:
     body: bytes = b""
     detail: str = ""
     latency_ms: int = 0
+    client_retry_after: str | None = None  # what the client is told, when restated (§6)
 
     @property
     def ok(self) -> bool:

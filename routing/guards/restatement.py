@@ -1,8 +1,8 @@
 """Status restatement (reference-part1 §6): applied once to every failed upstream response.
 
 It runs right after the response is read and before anything classifies it, streaming or not,
-so the client, the breaker, the cooldown and the lockout all see the restated status and
-``Retry-After``.
+so the client, the breaker, the cooldown and the lockout all see the restated status; the
+client is also told the restated ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import replace
 from resilience.domain.rules import apply_restatement
 from routing.attempts import AttemptContext
 from routing.domain.failures import error_parts
-from routing.domain.outcomes import RETRY_AFTER, Outcome, OutcomeKind
+from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.planning import Target
 
 
@@ -34,7 +34,9 @@ def restate(target: Target, outcome: Outcome, context: AttemptContext) -> Outcom
     )
     if restated.rule_id is None:
         return outcome
-    headers = dict(outcome.headers)
+    told = None
     if restated.retry_after_ms:
-        headers[RETRY_AFTER] = str(max(1, math.ceil(restated.retry_after_ms / 1000)))
-    return replace(outcome, status=restated.status, headers=headers)
+        told = str(max(1, math.ceil(restated.retry_after_ms / 1000)))
+    # The rule's default retry-after is only what the client is told; cooldowns and lockouts
+    # still read the upstream's own headers (§6).
+    return replace(outcome, status=restated.status, client_retry_after=told)

@@ -12,6 +12,7 @@ from django.db import transaction
 from resilience.domain.connection_state import ConnectionState
 from resilience.persistence import persistence_flush
 from resilience.services.connections import connection_state_get, connection_state_reset
+from resilience.services.streaks import streak_clear
 from resilience.state import get_store
 from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 from routing.models import ProviderConnection
@@ -54,7 +55,9 @@ def connection_save(
 
 
 async def _forget_live_state(connection_id: int) -> None:
-    await connection_state_reset(store=get_store(), connection_id=connection_id)
+    store = get_store()
+    await connection_state_reset(store=store, connection_id=connection_id)
+    await streak_clear(store=store, connection_id=connection_id)  # §4.6: operator reset too
     # A write-through queued before the reset would otherwise land after the row is cleared.
     # It runs on Django's single sync thread: a caller on that very thread would wait forever,
     # hence the bound (the flush is left running on timeout, never cancelled).

@@ -37,9 +37,12 @@ def seeded_provider(slug: str) -> Provider:
     if found is not None:
         return found
     row = next(row for row in SEED.CATALOG if row[0] == slug)
+    full_text, honors_scope, egress, per_model = (bool(flag) for flag in row[5:9])
     return Provider.objects.create(
-        slug=slug, name=row[1], category=row[2], base_url=row[3], wire_format=row[4]
-    )
+        slug=slug, name=row[1], category=row[2], base_url=row[3], wire_format=row[4],
+        full_text_rules=full_text, honors_rule_scope=honors_scope,
+        egress_bucketed_lock=egress, per_model_quota=per_model,
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.contrib.messages import get_messages
 from django.test import Client
@@ -20,6 +20,7 @@ from rest_framework.test import APIClient
 from resilience.domain.connection_state import BANNED, EXPIRED, UNAVAILABLE, ConnectionState
 from resilience.persistence import persist_connection_state, persistence_flush
 from resilience.services.connections import connection_key, connection_state_get
+from resilience.services.streaks import streak_record_refusal
 from resilience.state import get_store
 from resilience.store import StateStore
 from routing.models import Provider, ProviderConnection
@@ -107,6 +108,7 @@ def test_clear_cooldown_action_clears_row_and_store(
     staff_client: Client, live_store: StateStore, connection: ProviderConnection
 ) -> None:
     _mark(live_store, connection, COOLING_STATE)
+    async_to_sync(streak_record_refusal)(store=live_store, connection_id=connection.pk)
     assert not _routable(live_store, connection)
 
     response = staff_client.post(
@@ -115,6 +117,7 @@ def test_clear_cooldown_action_clears_row_and_store(
 
     assert "Cleared cooldown and errors of 1 connection(s)." in _messages(response)
     assert not _has_record(live_store, connection)
+    assert async_to_sync(live_store.get)(f"streak:{connection.pk}") is None  # streak ended too
     assert _durable(connection) == ConnectionState()
     assert _routable(live_store, connection)
 
@@ -254,7 +257,9 @@ async def test_clear_waits_for_the_queued_write_through(
     connection = await database_sync_to_async(_other)(provider, "racing")
     persist_connection_state(connection.pk, BANNED_STATE)  # queued, not yet run
 
-    await sync_to_async(connection_clear_error, thread_sensitive=False)(connection=connection)
+    await database_sync_to_async(connection_clear_error, thread_sensitive=False)(
+        connection=connection
+    )
     await persistence_flush()
 
     row = await ProviderConnection.objects.aget(pk=connection.pk)

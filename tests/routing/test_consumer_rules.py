@@ -383,9 +383,7 @@ async def test_a_success_between_refusals_clears_the_streak(
     assert again.remaining(gateway.clock.now) == 300  # a first refusal again, not a second
 
 
-# Spec §4.6: an operator reset clears the streak. Here it survives, so the next refusal lands
-# inside the old streak cooldown and is ignored: the connection is not cooled at all.
-@pytest.mark.xfail(strict=True, reason="connection_clear_error leaves the streak in the store")
+# Spec §4.6: an operator reset clears the streak, so the next refusal is a first one again.
 async def test_the_operator_reset_clears_the_streak(
     gateway: Gateway, pair: tuple[int, int], process_store: None
 ) -> None:
