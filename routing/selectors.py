@@ -63,6 +63,7 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
             error_code=connection.error_code,
         ),
         disable_cooling=connection.disable_cooling,
+        proxy_url=connection.proxy_url,
     )
 
 

@@ -34,10 +34,12 @@ def default_timeout() -> dict[str, float]:
     return {"connect": connect, "read": read, "write": 30.0, "pool": connect}
 
 
-def build_transport() -> httpx.AsyncBaseTransport:
-    """The pooled production transport: aiohttp's connection pool under httpx's interface."""
+def build_transport(proxy_url: str = "") -> httpx.AsyncBaseTransport:
+    """The pooled production transport: aiohttp's connection pool under httpx's interface,
+    through the connection's outbound proxy when it has one."""
     limits = httpx.Limits(max_connections=settings.UPSTREAM_MAX_CONNECTIONS)
-    return AiohttpTransport(limits=limits, trust_env=False)
+    proxy = httpx.Proxy(proxy_url) if proxy_url else None
+    return AiohttpTransport(limits=limits, trust_env=False, proxy=proxy)
 
 
 @dataclass(slots=True)
@@ -89,21 +91,22 @@ class Upstream:
     Requests go straight to the httpx transport rather than through ``AsyncClient.send``: the
     client's cookie jar would carry one account's cookies into another account's requests, and
     its auth, redirect and cookie layers cost a fifth of the gateway's CPU per request while
-    the gateway needs none of them. One transport (one connection pool) per event loop.
+    the gateway needs none of them. One transport (one connection pool) per event loop and
+    outbound proxy.
     """
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._transport = transport
-        self._transports: dict[asyncio.AbstractEventLoop, httpx.AsyncBaseTransport] = {}
+        self._transports: dict[tuple[asyncio.AbstractEventLoop, str], httpx.AsyncBaseTransport] = {}
         self.timeout = default_timeout()
 
-    def transport(self) -> httpx.AsyncBaseTransport:
+    def transport(self, proxy_url: str = "") -> httpx.AsyncBaseTransport:
         if self._transport is not None:
             return self._transport
-        loop = asyncio.get_running_loop()
-        transport = self._transports.get(loop)
+        key = (asyncio.get_running_loop(), proxy_url)
+        transport = self._transports.get(key)
         if transport is None:
-            transport = self._transports[loop] = build_transport()
+            transport = self._transports[key] = build_transport(proxy_url)
         return transport
 
     async def send(
@@ -120,7 +123,8 @@ class Upstream:
         )
         response: httpx.Response | None = None
         try:
-            response = await self.transport().handle_async_request(request)
+            transport = self.transport(target.connection.proxy_url)
+            response = await transport.handle_async_request(request)
             response.request = request
             return await _read(response, stream, started)
         except httpx.TransportError as exc:

@@ -89,6 +89,7 @@ class FailureFacts:
     disable_cooling: bool = False
     per_model_quota: bool = False
     model_only: bool = False  # the failure belongs to the model (a lockout takes it)
+    never_terminal: bool = False  # the egress-bucketed 429 branch: a cooldown, never terminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +168,8 @@ def after_failure(
         cooldown = classification.cooldown_ms
         return Marked(base, True, cooldown, True, model_only=True, classification=classification)
     scoped = _connection_scoped_quota(classification)
-    terminal = None if scoped else terminal_status(classification, facts, credits_signal)
+    temporary = scoped or facts.never_terminal
+    terminal = None if temporary else terminal_status(classification, facts, credits_signal)
     marked = _persisted(state, classification, facts, terminal, now)
     return replace(marked, classification=classification)
 

@@ -72,6 +72,7 @@ class ProviderConnectionForm(ModelFormBase):
             "served_models",
             "max_concurrent",
             "disable_cooling",
+            "proxy_url",
             "extras",
         )
 
@@ -126,6 +127,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
                     "served_models",
                     "max_concurrent",
                     "disable_cooling",
+                    "proxy_url",
                     "extras",
                 )
             },

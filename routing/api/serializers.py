@@ -79,6 +79,7 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
             "served_models",
             "max_concurrent",
             "disable_cooling",
+            "proxy_url",
             "extras",
             "secret",
             "refresh_secret",

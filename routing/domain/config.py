@@ -33,6 +33,9 @@ class ProviderInfo:
     per_model_quota: bool = False
 
 
+DIRECT_EGRESS = "direct"
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """What routing needs of a connection, with its secret decrypted."""
@@ -48,6 +51,12 @@ class ConnectionInfo:
     max_concurrent: int | None = None
     state: ConnectionState = field(default_factory=ConnectionState)  # as the database had it
     disable_cooling: bool = False
+    proxy_url: str = ""
+
+    @property
+    def egress(self) -> str:
+        """The egress identity: the connection's outbound proxy, or the gateway host itself."""
+        return self.proxy_url or DIRECT_EGRESS
 
     def serves(self, model: str) -> bool:
         return not self.served_models or model in self.served_models

@@ -6,6 +6,7 @@ from resilience.store import StateStore
 from routing.attempts import EligibilityFilter, OutcomeRecorder
 from routing.guards.breaker import BreakerFilter, BreakerRecorder
 from routing.guards.connection import ConnectionFilter, ConnectionRecorder
+from routing.guards.egress import EgressRecorder
 from routing.guards.lockout import ModelLockoutFilter, ModelLockoutRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 
@@ -27,5 +28,6 @@ def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
         BreakerRecorder(store),
         ConnectionRecorder(store),
         ModelLockoutRecorder(store),
+        EgressRecorder(store),
         WindowGateRecorder(store),
     )

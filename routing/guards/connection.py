@@ -84,6 +84,7 @@ class ConnectionRecorder:
             disable_cooling=connection.disable_cooling,
             per_model_quota=target.provider.per_model_quota,
             model_only=lockout_takes(snapshot.lockout, failure.status),
+            never_terminal=target.provider.egress_bucketed_lock and failure.status == 429,
         )
         marked = await connection_mark_failed(
             store=self.store,

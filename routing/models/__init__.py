@@ -3,5 +3,6 @@
 from routing.models.combos import Combo, ComboTarget
 from routing.models.keys import ClientApiKey
 from routing.models.providers import Provider, ProviderConnection
+from routing.models.proxy_log import ProxyLog
 
-__all__ = ["ClientApiKey", "Combo", "ComboTarget", "Provider", "ProviderConnection"]
+__all__ = ["ClientApiKey", "Combo", "ComboTarget", "Provider", "ProviderConnection", "ProxyLog"]

@@ -73,6 +73,11 @@ class ProviderConnection(models.Model):
         null=True, blank=True, help_text="When the next expired re-check is due."
     )
     disable_cooling = models.BooleanField(default=False)
+    proxy_url = models.URLField(
+        max_length=500,
+        blank=True,
+        help_text="Outbound proxy for this connection's upstream requests; its egress identity.",
+    )
     extras = models.JSONField(default=dict, blank=True, help_text="Per-connection settings.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
