@@ -67,10 +67,6 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
     )
 
 
-# The model-lockout settings' maxCooldownMs caps connection cooldowns too (§4.2).
-MAX_COOLDOWN_MS = 1_800_000
-
-
 def _epoch(moment: datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
 
@@ -111,6 +107,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
     combos = Combo.objects.filter(is_active=True).prefetch_related("targets")
     providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
     settings = resilience_settings_current()
+    lockout = settings.model_lockout
     gates = {
         slug: window_gate_policy_for(p.category, settings, os.environ)
         for slug, p in providers.items()
@@ -128,11 +125,12 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
             for slug, p in providers.items()
         },
         gate_policies={slug: gate for slug, gate in gates.items() if gate is not None},
-        cooldown_profiles={
-            slug: cooldown_profile_for(p.category, settings, os.environ, MAX_COOLDOWN_MS)
+        cooldown_profiles={  # the model lockout's maxCooldownMs caps connection cooldowns (§4.2)
+            slug: cooldown_profile_for(p.category, settings, os.environ, lockout.max_cooldown_ms)
             for slug, p in providers.items()
         },
         restatement_rules=restatements,
         error_rules=error_rules,
         time_zone=ZoneInfo(django_settings.TIME_ZONE),
+        lockout=lockout,
     )

@@ -9,6 +9,7 @@ environment overrides. ``clean()`` runs the API's strict ``validate_patch`` and 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -46,12 +47,40 @@ def _optional_bool_widget() -> forms.NullBooleanSelect:
     return widget
 
 
+class _IntegersInput(forms.TextInput):
+    """One text box of comma-separated integers; repeated keys in the POST are taken too."""
+
+    def format_value(self, value: Any) -> str | None:
+        return ", ".join(map(str, value)) if isinstance(value, list | tuple) else value
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        values = data.getlist(name) if hasattr(data, "getlist") else [data.get(name)]
+        return ", ".join(str(v) for v in values if v is not None)
+
+
+class IntegersField(forms.Field):
+    """A list of integers edited as text ("403, 429"); bounds are ``validate_patch``'s."""
+
+    widget = _IntegersInput
+
+    def to_python(self, value: Any) -> list[int]:
+        if isinstance(value, list | tuple):
+            value = ", ".join(map(str, value))
+        items = [item for item in re.split(r"[,\s]+", str(value or "")) if item]
+        try:
+            return [int(item) for item in items]
+        except ValueError:
+            raise forms.ValidationError("Enter whole numbers separated by commas.") from None
+
+
 def _form_field(path: str, spec: FieldSpec) -> forms.Field:
     # No min/max here: the bounds are validate_patch's to check, with the API's messages.
     if spec.kind is Kind.BOOL:
         return forms.BooleanField(label=path, required=False)
     if spec.kind is Kind.OPTIONAL_BOOL:
         return forms.NullBooleanField(label=path, widget=_optional_bool_widget())
+    if spec.kind is Kind.INT_LIST:
+        return IntegersField(label=path, required=False, help_text="comma-separated")
     return forms.IntegerField(label=path, help_text=f"{spec.minimum:,} – {spec.maximum:,}")
 
 
@@ -67,8 +96,10 @@ class _SettingsFormBase(ModelFormBase):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        if self.errors:  # a field that failed its own cleaning is missing from ``cleaned``
+            return cleaned
         changed = {p: cleaned[field_name(p)] for p in SCHEMA if field_name(p) in self.changed_data}
-        if self.errors or not changed:
+        if not changed:
             return cleaned
         try:
             self.patch = validate_patch(unflatten(changed), self.current)

@@ -33,7 +33,10 @@ def _leaf_schema(spec: FieldSpec) -> dict[str, Any]:
         return {"type": "boolean"}
     if spec.kind is Kind.OPTIONAL_BOOL:
         return {"type": "boolean", "nullable": True}
-    return {"type": "integer", "minimum": spec.minimum, "maximum": spec.maximum}
+    number = {"type": "integer", "minimum": spec.minimum, "maximum": spec.maximum}
+    if spec.kind is Kind.INT_LIST:
+        return {"type": "array", "items": number, "minItems": 1}
+    return number
 
 
 def _object_schema(node: Mapping[str, Any], *, complete: bool) -> dict[str, Any]:

@@ -6,6 +6,8 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
     providerCooldown.{enabled, minRetryCooldownMs, maxRetryCooldownMs}
     connectionCooldown.{oauth,apikey}.{baseCooldownMs, useUpstreamRetryHints, maxBackoffSteps,
                                        useUpstream429BreakerHints}
+    modelLockout.{enabled, errorCodes, baseCooldownMs, maxCooldownMs, maxBackoffSteps,
+                  useExponentialBackoff}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -14,14 +16,21 @@ cooldown 5 000) = 5 000 ms, upstream retry hints off because the rate-limit cool
 (``Kind.OPTIONAL_BOOL``): true, false, or unset (``null``: the provider's default); ``null`` in
 a patch clears a stored value, an omitted field keeps it.
 
+``modelLockout`` (reference-part1 §5.2; off by default) resolves to the pure module's
+``LockoutSettings``. Its ``enabled`` is read loosely from storage ("true", "1" and non-zero numbers
+count as true) but patched strictly; ``errorCodes`` (``Kind.INT_LIST``) keeps the stored statuses
+within 100..599 and falls back to the default when none is left, while a patch must be a
+non-empty list of such integers. Its ``maxCooldownMs`` also caps connection cooldowns (§4.2).
+
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
 opens (degradationThreshold < failureThreshold), and the cooldown's minimum is at most its
-maximum.
+maximum (for the provider cooldown and the model lockout alike).
 
 - ``resolve_settings`` reads a stored document leniently and never fails: the reference's
   "toInteger" rule (numbers and numeric strings are truncated and clamped, anything else keeps
-  the default), booleans only when real booleans, and the rules enforced by clamping.
+  the default), booleans only when real booleans (``loose`` ones excepted), and the rules
+  enforced by clamping.
 - ``validate_patch`` checks a partial document strictly (the API and the admin): unknown keys,
   wrong types, out-of-range values and broken rules are errors, never clamped.
 - ``merge`` overlays a validated patch on the stored document; ``to_document`` renders resolved
@@ -40,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile, profile_with_env
 from resilience.domain.settings_fields import (
     AtMostRule,
@@ -105,6 +115,17 @@ def _cooldown_fields(name: ProfileName) -> dict[str, FieldSpec]:
     }
 
 
+DEFAULT_MODEL_LOCKOUT_SETTINGS = LockoutSettings()  # the reference's name for the §5.2 defaults
+_LOCKOUT = DEFAULT_MODEL_LOCKOUT_SETTINGS
+MODEL_LOCKOUT_FIELDS: dict[str, FieldSpec] = {
+    "modelLockout.enabled": FieldSpec(Kind.BOOL, _LOCKOUT.enabled, loose=True),
+    "modelLockout.errorCodes": FieldSpec(Kind.INT_LIST, _LOCKOUT.error_codes, 100, 599),
+    "modelLockout.baseCooldownMs": FieldSpec(Kind.INT, _LOCKOUT.base_cooldown_ms, 5_000, 600_000),
+    "modelLockout.maxCooldownMs": FieldSpec(Kind.INT, _LOCKOUT.max_cooldown_ms, 5_000, MS_PER_HOUR),
+    "modelLockout.maxBackoffSteps": FieldSpec(Kind.INT, _LOCKOUT.max_backoff_steps, 0, 20),
+    "modelLockout.useExponentialBackoff": FieldSpec(Kind.BOOL, _LOCKOUT.use_exponential_backoff),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -115,6 +136,7 @@ SCHEMA: dict[str, FieldSpec] = {
         Kind.INT, 300_000, 0, MS_PER_DAY, env="PROVIDER_COOLDOWN_MAX_MS"
     ),
     **{path: spec for name in COOLDOWN_SECTIONS for path, spec in _cooldown_fields(name).items()},
+    **MODEL_LOCKOUT_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.
@@ -133,6 +155,7 @@ RULES: tuple[Rule, ...] = (
         for n in ProfileName
     ),
     AtMostRule("providerCooldown.minRetryCooldownMs", "providerCooldown.maxRetryCooldownMs"),
+    AtMostRule("modelLockout.baseCooldownMs", "modelLockout.maxCooldownMs"),
 )
 
 
@@ -183,6 +206,7 @@ class ResilienceSettings:
     provider_breaker: Mapping[ProfileName, BreakerSettings]
     provider_cooldown: ProviderCooldownSettings
     connection_cooldown: Mapping[ProfileName, CooldownSettings]  # every profile, local included
+    model_lockout: LockoutSettings
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -263,6 +287,19 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             max_retry_cooldown_ms=number_of(values, "providerCooldown.maxRetryCooldownMs"),
         ),
         connection_cooldown={name: _cooldown(values, name) for name in ProfileName},
+        model_lockout=_model_lockout(values),
+    )
+
+
+def _model_lockout(values: Mapping[str, Value]) -> LockoutSettings:
+    codes = values["modelLockout.errorCodes"]
+    return LockoutSettings(
+        enabled=bool(values["modelLockout.enabled"]),
+        error_codes=tuple(codes) if isinstance(codes, tuple | list) else _LOCKOUT.error_codes,
+        base_cooldown_ms=number_of(values, "modelLockout.baseCooldownMs"),
+        max_cooldown_ms=number_of(values, "modelLockout.maxCooldownMs"),
+        max_backoff_steps=number_of(values, "modelLockout.maxBackoffSteps"),
+        use_exponential_backoff=bool(values["modelLockout.useExponentialBackoff"]),
     )
 
 
@@ -286,6 +323,7 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
         "connectionCooldown": {
             str(name): _cooldown_document(settings.cooldown_for(name)) for name in COOLDOWN_SECTIONS
         },
+        "modelLockout": _lockout_document(settings.model_lockout),
     }
 
 
@@ -295,6 +333,17 @@ def _cooldown_document(cooldown: CooldownSettings) -> dict[str, Any]:
         "useUpstreamRetryHints": cooldown.use_upstream_retry_hints,
         "maxBackoffSteps": cooldown.max_backoff_steps,
         "useUpstream429BreakerHints": cooldown.use_upstream_429_breaker_hints,
+    }
+
+
+def _lockout_document(lockout: LockoutSettings) -> dict[str, Any]:
+    return {
+        "enabled": lockout.enabled,
+        "errorCodes": list(lockout.error_codes),
+        "baseCooldownMs": lockout.base_cooldown_ms,
+        "maxCooldownMs": lockout.max_cooldown_ms,
+        "maxBackoffSteps": lockout.max_backoff_steps,
+        "useExponentialBackoff": lockout.use_exponential_backoff,
     }
 
 

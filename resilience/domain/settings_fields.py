@@ -1,9 +1,10 @@
 """One setting of the resilience document, and constraints between settings (pure).
 
 ``FieldSpec`` is a row of ``resilience.domain.settings.SCHEMA``: its ``Kind`` (an integer with
-bounds, a boolean, or an optional boolean that may be unset), its default and an optional
-environment override; it reads a stored value leniently (``coerce``) and a patched one strictly
-(``strict``). A ``Rule`` relates two integer fields: clamped on resolve, an error on a patch.
+bounds, a boolean, an optional boolean that may be unset, or a list of integers with bounds on
+each item), its default and an optional environment override; it reads a stored value leniently
+(``coerce``) and a patched one strictly (``strict``). A ``Rule`` relates two integer fields:
+clamped on resolve, an error on a patch.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-Value = int | bool | None  # None: an OPTIONAL_BOOL left unset
+# None: an OPTIONAL_BOOL left unset. An INT_LIST resolves to a tuple; a patch holds a list (JSON).
+Value = int | bool | tuple[int, ...] | list[int] | None
 Default = Value | Callable[[Mapping[str, str]], Value]
 
 _ENV_ON = frozenset({"true", "1", "on"})
 _ENV_OFF = frozenset({"false", "0", "off"})
+_LOOSE_ON = frozenset({"true", "1"})
+_LOOSE_OFF = frozenset({"false", "0"})
 
 
 class Kind(StrEnum):
@@ -27,6 +31,7 @@ class Kind(StrEnum):
     INT = "int"
     BOOL = "bool"
     OPTIONAL_BOOL = "optional_bool"  # true, false or unset (null)
+    INT_LIST = "int_list"  # a non-empty list of integers, each within the bounds
 
 
 def to_integer(raw: Any) -> int | None:
@@ -45,6 +50,24 @@ def to_integer(raw: Any) -> int | None:
     return None
 
 
+def _loose_bool(raw: Any) -> bool | None:
+    """A stored flag read as the reference does: "true", "1" and non-zero numbers are true."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int | float) and math.isfinite(raw):
+        return raw != 0
+    text = raw.strip().lower() if isinstance(raw, str) else ""
+    return True if text in _LOOSE_ON else False if text in _LOOSE_OFF else None
+
+
+def _int_items(raw: Any, minimum: int, maximum: int) -> tuple[int, ...]:
+    """The distinct in-range integers of a stored list, in order; () for anything else."""
+    if not isinstance(raw, list | tuple):
+        return ()
+    numbers = (to_integer(item) for item in raw)
+    return tuple(dict.fromkeys(n for n in numbers if n is not None and minimum <= n <= maximum))
+
+
 def _env_flag(raw: str | None) -> bool | None:
     text = (raw or "").strip().lower()
     return True if text in _ENV_ON else False if text in _ENV_OFF else None
@@ -52,19 +75,22 @@ def _env_flag(raw: str | None) -> bool | None:
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
-    """One setting: its kind, bounds (integers), default and optional environment override."""
+    """One setting: its kind, bounds (integers, list items), default and optional environment
+    override. ``loose`` (booleans): a stored "true", "1" or non-zero number also reads as true
+    (the reference's reading of ``modelLockout.enabled``); a patch still takes only booleans."""
 
     kind: Kind
     default: Default
     minimum: int = 0
     maximum: int = 0
     env: str | None = None
+    loose: bool = False
 
     def default_value(self, env: Mapping[str, str]) -> Value:
         """The default with the environment override applied (invalid overrides are ignored)."""
         base = self.default(env) if callable(self.default) else self.default
         raw = env.get(self.env) if self.env else None
-        if self.kind is Kind.INT:
+        if self.kind in (Kind.INT, Kind.INT_LIST):
             return self.coerce(raw, base)
         flag = _env_flag(raw)
         return self.coerce(base, base) if flag is None else flag
@@ -73,9 +99,14 @@ class FieldSpec:
         """The lenient reading of ``raw``; ``fallback`` (clamped) when it is unusable."""
         if self.kind is Kind.INT:
             number = to_integer(raw)
-            return self.clamp(int(fallback or 0) if number is None else number)
-        if isinstance(raw, bool):
-            return raw
+            return self.clamp(number_or_zero(fallback) if number is None else number)
+        if self.kind is Kind.INT_LIST:  # an empty or unusable list keeps the fallback
+            return _int_items(raw, self.minimum, self.maximum) or _int_items(
+                fallback, self.minimum, self.maximum
+            )
+        flag = _loose_bool(raw) if self.loose else raw if isinstance(raw, bool) else None
+        if flag is not None:
+            return flag
         return bool(fallback) if self.kind is Kind.BOOL else fallback
 
     def clamp(self, value: int) -> int:
@@ -91,6 +122,11 @@ class FieldSpec:
             if not isinstance(raw, bool):
                 raise ValueError("must be a boolean")
             return raw
+        if self.kind is Kind.INT_LIST:
+            return self._strict_list(raw)
+        return self._strict_int(raw)
+
+    def _strict_int(self, raw: Any) -> int:
         # JSON has one number type: 5.0 is the integer 5 (as in the reference's zod .int()).
         integral = isinstance(raw, int) or (isinstance(raw, float) and raw.is_integer())
         if isinstance(raw, bool) or not integral:
@@ -100,14 +136,28 @@ class FieldSpec:
             raise ValueError(f"must be between {self.minimum} and {self.maximum}")
         return value
 
+    def _strict_list(self, raw: Any) -> list[int]:
+        message = f"must be a non-empty list of integers between {self.minimum} and {self.maximum}"
+        if not isinstance(raw, list) or not raw:
+            raise ValueError(message)
+        try:
+            return [self._strict_int(item) for item in raw]
+        except ValueError:
+            raise ValueError(message) from None
+
 
 def _leaf(path: str) -> str:
     return path.rsplit(".", 1)[-1]
 
 
+def number_or_zero(value: Value) -> int:
+    """``value`` if it is an integer, else 0."""
+    return value if isinstance(value, int) else 0
+
+
 def number_of(values: Mapping[str, Value], path: str) -> int:
     """An integer field's value (the rules relate integer fields only)."""
-    return int(values[path] or 0)
+    return number_or_zero(values[path])
 
 
 class Rule(Protocol):

@@ -14,6 +14,7 @@ from rest_framework import serializers
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
+from routing.services.connections import ERROR_FIELDS, EXPIRED_RETRY_FIELDS
 
 
 def _secret_field() -> serializers.CharField:
@@ -85,28 +86,14 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
             "refresh_secret",
             "has_secret",
             "secret_preview",
-            "rate_limited_until",
             "cooldown_remaining_seconds",
-            "test_status",
-            "last_error",
-            "last_error_at",
-            "last_error_type",
-            "error_code",
-            "backoff_level",
+            *ERROR_FIELDS,
+            *EXPIRED_RETRY_FIELDS,
             "created_at",
             "updated_at",
         )
-        read_only_fields = (
-            "rate_limited_until",
-            "test_status",
-            "last_error",
-            "last_error_at",
-            "last_error_type",
-            "error_code",
-            "backoff_level",
-            "created_at",
-            "updated_at",
-        )
+        # State changes only through the services (clear_error, reset_terminal).
+        read_only_fields = (*ERROR_FIELDS, *EXPIRED_RETRY_FIELDS, "created_at", "updated_at")
         extra_kwargs = {"provider": {"help_text": "The provider's slug."}}
 
     def get_cooldown_remaining_seconds(self, obj: ProviderConnection) -> int:

@@ -63,7 +63,9 @@ def test_provider_cooldown_defaults() -> None:
 def test_document_shape_covers_the_schema() -> None:
     document = _defaults()
 
-    assert list(document) == ["providerBreaker", "providerCooldown", "connectionCooldown"]
+    assert list(document) == [
+        "providerBreaker", "providerCooldown", "connectionCooldown", "modelLockout",
+    ]  # fmt: skip
     assert list(document["providerBreaker"]) == ["oauth", "apikey", "local"]
     assert set(flatten(document)) == set(SCHEMA)
 

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from resilience import state as resilience_state
+from resilience.persistence import persistence_flush
+from resilience.store import MemoryStore
 from routing.domain.vocabulary import Scope
 from routing.models import Provider, ProviderConnection
 from routing.services import api_key_create, connection_save
+from routing.snapshot import snapshot_clear
+from tests.routing.harness import FakeClock, FakeUpstream, Gateway, add_provider
 
 UPSTREAM_SECRET = "sk-upstream-SECRET-1234567890"
 
@@ -89,3 +95,47 @@ def staff_client(django_user_model: Any) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+# --- the in-process consumer harness (tests/routing/harness.py) -----------------------------
+
+
+@pytest.fixture
+def fresh_snapshot() -> None:
+    """Forget any snapshot a previous test built."""
+    snapshot_clear()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The fake clock of ``store``."""
+    return FakeClock()
+
+
+@pytest.fixture
+async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
+    """A fresh resilience store on the fake clock."""
+    yield MemoryStore(clock=clock)
+    await persistence_flush()  # let the write-through finish before the database is flushed
+
+
+@pytest.fixture
+def gateway(fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None) -> Gateway:
+    """The chat consumer over a fake upstream (no behaviours yet) and ``store``, with a key."""
+    _, key = api_key_create(name="client")
+    return Gateway(key, FakeUpstream(), clock, store)
+
+
+@pytest.fixture
+def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make the gateway's store the process store, so operator services act on it too."""
+    resilience_state.get_store.cache_clear()
+    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: gateway.store)
+    yield
+    resilience_state.get_store.cache_clear()
+
+
+@pytest.fixture
+def acme(db: None) -> Provider:
+    """An API-key provider ``acme`` (not seeded) at ``http://acme.test/v1``."""
+    return add_provider("acme")

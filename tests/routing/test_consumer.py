@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 from unittest.mock import patch
 
@@ -13,164 +12,88 @@ import httpx
 import orjson
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import ApplicationCommunicator
 from django.db.backends.utils import CursorWrapper
 from pytest_django.fixtures import Settings
 
 from routing.consumers import ChatCompletionsConsumer, ModelsConsumer, ProxyConsumer
 from routing.models import Combo, Provider, ProviderConnection
-from routing.services import combo_save, connection_save
-from routing.snapshot import snapshot_clear
-from routing.upstream import Upstream
+from routing.services import combo_save
 from tests.routing.conftest import UPSTREAM_SECRET
+from tests.routing.harness import (
+    COMPLETION,
+    Behaviour,
+    FakeUpstream,
+    Reply,
+    add_connection,
+    answer,
+    asgi_app,
+    chunks_of,
+    communicator,
+    raising,
+    read_reply,
+    send_body,
+    unread,
+)
+from tests.routing.harness import chat as chat_body
 
 # The snapshot is built through database_sync_to_async (another thread), hence transactions;
+# these tests run on the process store (no fake clock: nothing here waits out a cooldown).
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BACKUP_SECRET = "sk-upstream-BACKUP-0987654321"
 FRESH_SECRET = "sk-upstream-FRESH-1122334455"
-RECEIVE_TIMEOUT_SECONDS = 2
+RECEIVE_TIMEOUT_SECONDS = 2  # the query guard test waits it out
 SSE = {"content-type": "text/event-stream"}
-COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
 CHUNKS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
-Handler = Callable[[httpx.Request], httpx.Response]
 
 
-# --- fake upstream --------------------------------------------------------------------------
+# --- upstream behaviours (FakeUpstream, unread and friends: tests/routing/harness.py) -------
 
 
-class FakeUpstream:
-    """Answers by the connection secret the request carries, and records every request."""
-
-    def __init__(self, handlers: dict[str, Handler]) -> None:
-        self.handlers = handlers
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        secret = request.headers["authorization"].removeprefix("Bearer ")
-        return self.handlers[secret](request)
-
-    @property
-    def secrets(self) -> list[str]:
-        return [r.headers["authorization"].removeprefix("Bearer ") for r in self.requests]
-
-
-async def chunks_of(chunks: Sequence[bytes]) -> AsyncIterator[bytes]:
-    for chunk in chunks:
-        yield chunk
-
-
-def unread(status: int, body: bytes) -> httpx.Response:
-    """A JSON response left unread, as real transports return them.
-
-    ``httpx.Response(status, json=...)`` comes back already read, and ``Upstream``'s error path
-    (``aiter_raw``) then raises ``StreamConsumed``.
-    """
-    headers = {"content-type": "application/json"}
-    return httpx.Response(status, headers=headers, content=chunks_of([body]))
-
-
-def ok(request: httpx.Request) -> httpx.Response:
+async def ok(request: httpx.Request) -> httpx.Response:
     """A completion, streamed when the request asks for it."""
     if orjson.loads(request.content).get("stream"):
         return httpx.Response(200, headers=SSE, content=chunks_of(CHUNKS))
     return unread(200, orjson.dumps(COMPLETION))
 
 
-def streaming(chunks: AsyncIterator[bytes]) -> Handler:
-    return lambda request: httpx.Response(200, headers=SSE, content=chunks)
+def streaming(chunks: AsyncIterator[bytes]) -> Behaviour:
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, content=chunks)
+
+    return behaviour
 
 
-def unavailable(request: httpx.Request) -> httpx.Response:
-    return unread(503, b"upstream overloaded")
-
-
-def bad_request(request: httpx.Request) -> httpx.Response:
-    error = {"message": "bad temperature", "type": "invalid_request_error", "code": "x"}
-    return unread(400, orjson.dumps({"error": error}))
-
-
-def refuse(request: httpx.Request) -> httpx.Response:
-    raise httpx.ConnectError("connection refused", request=request)
-
-
-def time_out(request: httpx.Request) -> httpx.Response:
-    raise httpx.ReadTimeout("read timed out", request=request)
+unavailable = answer(503, b"upstream overloaded")
+bad_request = answer(
+    400,
+    orjson.dumps(
+        {"error": {"message": "bad temperature", "type": "invalid_request_error", "code": "x"}}
+    ),
+)
+refuse = raising(httpx.ConnectError, "connection refused")
+time_out = raising(httpx.ReadTimeout, "read timed out")
 
 
 # --- ASGI driving ---------------------------------------------------------------------------
 
 
-@dataclass
-class Reply:
-    """What the client received: status, headers and each body event's bytes."""
-
-    status: int
-    headers: dict[str, str]
-    chunks: list[bytes]
-
-    def json(self) -> Any:
-        return orjson.loads(b"".join(self.chunks))
-
-    def decision(self) -> dict[str, str]:
-        parts = self.headers["x-omniroute-decision"].split("; ")
-        return dict(part.split("=", 1) for part in parts)
-
-
-def communicator(
-    fake: FakeUpstream | Handler,
+async def call(
+    fake: Any,
     key: str,
+    body: bytes,
     *,
     consumer: type[ProxyConsumer] = ChatCompletionsConsumer,
-    method: str = "POST",
-    path: str = "/v1/chat/completions",
-    extra_headers: Sequence[tuple[bytes, bytes]] = (),
-) -> Any:
-    app = consumer.as_asgi(upstream=Upstream(httpx.MockTransport(fake)))
-    headers = [(b"authorization", f"Bearer {key}".encode()), *extra_headers]
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
-    return ApplicationCommunicator(app, scope)
-
-
-async def send_request(comm: Any, body: bytes) -> None:
-    await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-
-
-async def read_reply(comm: Any) -> Reply:
-    start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-    assert start["type"] == "http.response.start"
-    chunks: list[bytes] = []
-    while True:
-        event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-        chunks.append(event["body"])
-        if not event.get("more_body"):
-            break
-    await comm.wait(RECEIVE_TIMEOUT_SECONDS)
-    headers = {name.decode(): value.decode() for name, value in start["headers"]}
-    return Reply(start["status"], headers, chunks)
-
-
-async def call(fake: FakeUpstream | Handler, key: str, body: bytes, **kwargs: Any) -> Reply:
-    comm = communicator(fake, key, **kwargs)
-    await send_request(comm, body)
-    return await read_reply(comm)
+    **request: Any,
+) -> Reply:
+    """One request to ``consumer`` over ``fake`` on the process store; its whole reply."""
+    comm = communicator(asgi_app(fake, consumer=consumer), key, **request)
+    await send_body(comm, body)
+    return await read_reply(comm, RECEIVE_TIMEOUT_SECONDS)
 
 
 def chat(*, model: str = "mock/gpt-x", stream: bool = False, content: str = "hi") -> bytes:
-    messages = [{"role": "user", "content": content}]
-    return orjson.dumps({"model": model, "messages": messages, "stream": stream})
+    return chat_body(model, stream=stream, content=content)
 
 
 @contextmanager
@@ -184,22 +107,7 @@ def no_queries() -> Iterator[None]:
         yield
 
 
-def add_connection(provider: Provider, name: str, secret: str, **fields: Any) -> int:
-    connection = connection_save(
-        connection=ProviderConnection(),
-        fields={"provider": provider, "name": name, **fields},
-        secret=secret,
-    )
-    return connection.pk
-
-
-# --- fixtures -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fresh_snapshot() -> None:
-    """Forget any snapshot a previous test built."""
-    snapshot_clear()
+# --- fixtures (``fresh_snapshot``, ``provider``, ``connection``, ``plain_key``: conftest) ---
 
 
 @pytest.fixture
@@ -253,9 +161,11 @@ async def test_stream_relays_each_chunk_as_its_own_body_event(
     assert "x-omniroute-decision" in reply.headers
 
 
-@pytest.mark.parametrize("failure", [unavailable, refuse, time_out])
+@pytest.mark.parametrize(
+    "failure", [unavailable, refuse, time_out], ids=["unavailable", "refuse", "time_out"]
+)
 async def test_failover_to_the_next_connection(
-    fresh_snapshot: None, backup: int, plain_key: str, failure: Handler
+    fresh_snapshot: None, backup: int, plain_key: str, failure: Behaviour
 ) -> None:
     fake = FakeUpstream({UPSTREAM_SECRET: failure, BACKUP_SECRET: ok})
 
@@ -264,7 +174,7 @@ async def test_failover_to_the_next_connection(
     assert (reply.status, reply.json()) == (200, COMPLETION)
     assert reply.decision()["connection"] == str(backup)
     assert reply.decision()["attempts"] == "2"
-    assert fake.secrets == [UPSTREAM_SECRET, BACKUP_SECRET]
+    assert fake.calls == [UPSTREAM_SECRET, BACKUP_SECRET]
 
 
 async def test_a_client_error_is_relayed_without_failover(
@@ -276,7 +186,7 @@ async def test_a_client_error_is_relayed_without_failover(
 
     assert reply.status == 400
     assert reply.json()["error"]["message"] == "bad temperature"
-    assert fake.secrets == [UPSTREAM_SECRET]
+    assert fake.calls == [UPSTREAM_SECRET]
 
 
 async def test_the_query_guard_catches_a_cold_snapshot_build(
@@ -311,7 +221,7 @@ async def test_hot_path_makes_no_query_and_sees_config_changes(
     )
     after = await call(fake, plain_key, chat(stream=stream))
     assert after.decision()["connection"] == str(fresh)
-    assert fake.secrets[-1] == FRESH_SECRET
+    assert fake.calls[-1] == FRESH_SECRET
 
 
 async def test_client_disconnect_cancels_the_upstream_stream(
@@ -327,8 +237,9 @@ async def test_client_disconnect_cancels_the_upstream_stream(
         finally:
             finished.set()
 
-    comm = communicator(FakeUpstream({UPSTREAM_SECRET: streaming(hanging())}), plain_key)
-    await send_request(comm, chat(stream=True))
+    app = asgi_app(FakeUpstream({UPSTREAM_SECRET: streaming(hanging())}))
+    comm = communicator(app, plain_key)
+    await send_body(comm, chat(stream=True))
     assert (await comm.receive_output(RECEIVE_TIMEOUT_SECONDS))["status"] == 200
     first = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
     assert (first["body"], first["more_body"], finished.is_set()) == (CHUNKS[0], True, False)
@@ -371,12 +282,12 @@ async def test_body_limit_counts_every_part(
     fake = FakeUpstream({UPSTREAM_SECRET: ok})
     body = chat(content="x" * (size - len(chat(content=""))))
     assert len(body) == size
-    comm = communicator(fake, plain_key)
+    comm = communicator(asgi_app(fake), plain_key)
 
     half = size // 2
     await comm.send_input({"type": "http.request", "body": body[:half], "more_body": True})
     await comm.send_input({"type": "http.request", "body": body[half:], "more_body": False})
-    reply = await read_reply(comm)
+    reply = await read_reply(comm, RECEIVE_TIMEOUT_SECONDS)
 
     assert reply.status == status
     assert len(fake.requests) == upstream_calls

@@ -8,27 +8,30 @@ resilience state, so reset timeouts and de-duplication windows pass without slee
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
-import orjson
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import ApplicationCommunicator
 
-from resilience.domain.breaker import Breaker, BreakerState
-from resilience.persistence import persistence_flush
+from resilience.domain.breaker import BreakerState
 from resilience.services import resilience_settings_update
-from resilience.services.breakers import breaker_get
 from resilience.services.connections import connection_state_reset
-from resilience.store import MemoryStore
-from routing.consumers import ChatCompletionsConsumer
-from routing.models import Combo, Provider, ProviderConnection
-from routing.services import api_key_create, combo_save, connection_save, provider_save
-from routing.snapshot import snapshot_clear
-from routing.upstream import Upstream
+from routing.models import Combo, Provider
+from routing.services import combo_save
+from tests.routing.harness import (
+    COMPLETION,
+    OK,
+    RATE_LIMITED,
+    RECEIVE_TIMEOUT_SECONDS,
+    UNAVAILABLE,
+    Behaviour,
+    Gateway,
+    add_connection,
+    add_provider,
+    error,
+    raising,
+    read_reply,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,172 +45,23 @@ BREAKER_SETTINGS = {
 GATE_SECONDS = 5
 GATE = {"enabled": True, "minRetryCooldownMs": GATE_SECONDS * 1000}
 GATE_SETTINGS = {"providerCooldown": {**GATE, "maxRetryCooldownMs": 300_000}}
-# Failures are de-duplicated for 5 s per (provider, connection), network ones 10 s per provider.
-PAST_CONNECTION_DEDUP_SECONDS = 6.0
+# Failures are de-duplicated for 5 s per (provider, connection) (``Gateway.fail`` waits
+# PAST_CONNECTION_DEDUP_SECONDS between them), network ones 10 s per provider.
 PAST_NETWORK_DEDUP_SECONDS = 11.0
-RECEIVE_TIMEOUT_SECONDS = 5
 MODEL = "m1"
 A_MODEL = f"acme/{MODEL}"
 A_SECRET = "sk-acme-PRIMARY-0001"
 A_BACKUP_SECRET = "sk-acme-BACKUP-0002"
 B_SECRET = "sk-bravo-ONLY-0003"
-COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
-
-Behaviour = Callable[[httpx.Request], Awaitable[httpx.Response]]
-
-
-# --- fake upstream and clock ----------------------------------------------------------------
-
-
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
-def answer(status: int, body: bytes) -> Behaviour:
-    """Answer ``status`` with a JSON body left unread, as real transports return them."""
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            status, headers={"content-type": "application/json"}, content=_once(body)
-        )
-
-    return behaviour
-
-
-def error(status: int, message: str, code: str = "upstream_error") -> Behaviour:
-    return answer(status, orjson.dumps({"error": {"message": message, "code": code}}))
-
-
-def raising(exc: type[httpx.TransportError]) -> Behaviour:
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        raise exc("the upstream went away", request=request)
-
-    return behaviour
-
-
-OK = answer(200, orjson.dumps(COMPLETION))
-UNAVAILABLE = error(503, "service unavailable")
-RATE_LIMITED = error(429, "slow down", "rate_limit_exceeded")
-
-
-@dataclass
-class FakeUpstream:
-    """Answers by the connection secret a request carries, and records the secrets it saw."""
-
-    behaviours: dict[str, Behaviour] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        secret = request.headers["authorization"].removeprefix("Bearer ")
-        self.calls.append(secret)
-        return await self.behaviours[secret](request)
-
-
-class FakeClock:
-    """The store's clock (epoch seconds); moves only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-# --- driving the consumer -------------------------------------------------------------------
-
-
-@dataclass
-class Reply:
-    """What the client received."""
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return orjson.loads(self.body)
-
-    def decision(self) -> dict[str, str]:
-        parts = self.headers["x-omniroute-decision"].split("; ")
-        return dict(part.split("=", 1) for part in parts)
-
-
-async def read_reply(comm: Any) -> Reply:
-    start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-    assert start["type"] == "http.response.start"
-    body = b""
-    while True:
-        event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-        body += event["body"]
-        if not event.get("more_body"):
-            break
-    await comm.wait(RECEIVE_TIMEOUT_SECONDS)
-    headers = {name.decode(): value.decode() for name, value in start["headers"]}
-    return Reply(start["status"], headers, body)
-
-
-@dataclass
-class Gateway:
-    """The chat consumer over the fake upstream and a store on the fake clock, with a key."""
-
-    key: str
-    fake: FakeUpstream
-    clock: FakeClock
-    store: MemoryStore
-    app: Any = None
-
-    def __post_init__(self) -> None:
-        upstream = Upstream(httpx.MockTransport(self.fake))
-        self.app = ChatCompletionsConsumer.as_asgi(upstream=upstream, store=self.store)
-
-    async def start(self, model: str) -> Any:
-        """Send one request and return the communicator, its reply still to read."""
-        path = "/v1/chat/completions"
-        scope = {
-            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"",
-            "headers": [(b"authorization", f"Bearer {self.key}".encode())],
-            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-        }  # fmt: skip
-        comm = ApplicationCommunicator(self.app, scope)
-        body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
-        await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-        return comm
-
-    async def call(self, model: str) -> Reply:
-        return await read_reply(await self.start(model))
-
-    async def fail(
-        self, model: str, times: int, gap: float = PAST_CONNECTION_DEDUP_SECONDS
-    ) -> None:
-        """Send ``times`` failing requests, ``gap`` clock seconds apart."""
-        for attempt in range(times):
-            if attempt:
-                self.clock.advance(gap)
-            assert (await self.call(model)).status >= 400
-
-    async def breaker(self, provider: str) -> Breaker:
-        return await breaker_get(store=self.store, name=provider)
 
 
 # --- data -----------------------------------------------------------------------------------
 
 
-def add_provider(slug: str) -> Provider:
-    fields = {"slug": slug, "name": slug.title(), "category": "api_key"}
-    return provider_save(
-        provider=Provider(), fields={**fields, "base_url": f"http://{slug}.test/v1"}
-    )
-
-
-def add_connection(provider: Provider, name: str, secret: str, priority: int) -> int:
+def add_uncooled(provider: Provider, name: str, secret: str, priority: int) -> int:
     # disable_cooling: these tests watch the provider breaker alone, without the per-connection
     # cooldowns that would otherwise skip a connection that just failed (tested elsewhere).
-    fields = {"provider": provider, "name": name, "priority": priority, "disable_cooling": True}
-    return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
+    return add_connection(provider, name, secret, priority=priority, disable_cooling=True)
 
 
 def add_combo(name: str, *steps: tuple[Provider, int | None]) -> None:
@@ -217,18 +71,13 @@ def add_combo(name: str, *steps: tuple[Provider, int | None]) -> None:
 
 
 @pytest.fixture
-def acme(db: None) -> Provider:
-    return add_provider("acme")
-
-
-@pytest.fixture
 def acme_primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", A_SECRET, priority=10)
+    return add_uncooled(acme, "primary", A_SECRET, priority=10)
 
 
 @pytest.fixture
 def acme_backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", A_BACKUP_SECRET, priority=20)
+    return add_uncooled(acme, "backup", A_BACKUP_SECRET, priority=20)
 
 
 @pytest.fixture
@@ -238,7 +87,7 @@ def bravo(db: None) -> Provider:
 
 @pytest.fixture
 def bravo_only(bravo: Provider) -> int:
-    return add_connection(bravo, "only", B_SECRET, priority=10)
+    return add_uncooled(bravo, "only", B_SECRET, priority=10)
 
 
 @pytest.fixture
@@ -251,28 +100,6 @@ def thresholds(db: None) -> None:
 def window_gate(db: None) -> None:
     """The window gate on, a failed connection held 5 s (doubling per failure)."""
     resilience_settings_update(patch=GATE_SETTINGS)
-
-
-@pytest.fixture
-def fresh_snapshot() -> None:
-    snapshot_clear()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
-    yield MemoryStore(clock=clock)
-    await persistence_flush()  # let the write-through finish before the database is flushed
-
-
-@pytest.fixture
-def gateway(fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None) -> Gateway:
-    _, key = api_key_create(name="client")
-    return Gateway(key, FakeUpstream(), clock, store)
 
 
 # --- 1. open breaker short-circuits ---------------------------------------------------------
@@ -389,7 +216,7 @@ async def test_after_the_reset_timeout_exactly_one_probe_reaches_upstream(
         return await OK(request)
 
     gateway.fake.behaviours[A_SECRET] = held
-    gateway.fake.calls.clear()
+    gateway.fake.requests.clear()
     # when: a second request arrives while the probe is in flight
     probe = await gateway.start(A_MODEL)
     await asyncio.wait_for(entered.wait(), RECEIVE_TIMEOUT_SECONDS)

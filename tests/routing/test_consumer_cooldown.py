@@ -9,183 +9,36 @@ fake clock holds the resilience state, so cooldowns run out without sleeping (re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-import httpx
-import orjson
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import ApplicationCommunicator
 
-from resilience import state as resilience_state
 from resilience.domain.breaker import BreakerState
 from resilience.domain.connection_state import ConnectionState
 from resilience.persistence import persistence_flush
 from resilience.services import connections as connection_services
 from resilience.services import resilience_settings_update
 from resilience.services.breakers import breaker_get
-from resilience.services.connections import connection_state_get
-from resilience.store import MemoryStore
 from routing import services as routing_services
-from routing.consumers import ChatCompletionsConsumer
 from routing.models import Provider, ProviderConnection
-from routing.services import api_key_create, connection_save, provider_save
-from routing.snapshot import snapshot_clear
-from routing.upstream import Upstream
+from tests.routing.harness import OK, UNAVAILABLE, Gateway, add_connection, error, gathering
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MODEL = "acme/m1"
 PRIMARY = "sk-acme-PRIMARY-0001"
 BACKUP = "sk-acme-BACKUP-0002"
-RECEIVE_TIMEOUT_SECONDS = 5
-COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
 # API-key profile: base 3 s doubling per level, level capped at 5 (96 s), then 96 s again.
 SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (48, 5), (96, 5), (96, 5)]
 
-Behaviour = Callable[[httpx.Request], Awaitable[httpx.Response]]
 # The operator's reset of a terminal connection (connection_clear_error where it is missing).
 operator_reset: Callable[..., Any] = getattr(
     routing_services, "connection_reset_terminal", routing_services.connection_clear_error
 )
 
 
-# --- fake upstream, clock and client (the harness of test_consumer_breaker) -----------------
-
-
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> Behaviour:
-    """Answer ``status`` with an OpenAI-style error body (and ``headers``)."""
-    body = orjson.dumps({"error": {"message": message, "code": "upstream_error"}})
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        all_headers = {"content-type": "application/json", **(headers or {})}
-        return httpx.Response(status, headers=all_headers, content=_once(body))
-
-    return behaviour
-
-
-async def OK(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, json=COMPLETION)
-
-
-UNAVAILABLE = error(503, "service unavailable")
-
-
-@dataclass
-class FakeUpstream:
-    """Answers by the connection secret a request carries, and records the secrets it saw."""
-
-    behaviours: dict[str, Behaviour] = field(default_factory=dict)
-    calls: list[str] = field(default_factory=list)
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        secret = request.headers["authorization"].removeprefix("Bearer ")
-        self.calls.append(secret)
-        return await self.behaviours[secret](request)
-
-
-@dataclass
-class FakeClock:
-    """The store's clock (epoch seconds); moves only when told."""
-
-    now: float = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    @property
-    def connection(self) -> int | None:
-        parts = dict(p.split("=", 1) for p in self.headers["x-omniroute-decision"].split("; "))
-        return int(parts["connection"]) if "connection" in parts else None
-
-
-@dataclass
-class Gateway:
-    """The chat consumer over the fake upstream and a store on the fake clock, with a key."""
-
-    key: str
-    fake: FakeUpstream
-    clock: FakeClock
-    store: MemoryStore
-    app: Any = None
-
-    def __post_init__(self) -> None:
-        upstream = Upstream(httpx.MockTransport(self.fake))
-        self.app = ChatCompletionsConsumer.as_asgi(upstream=upstream, store=self.store)
-
-    async def call(self, model: str = MODEL) -> Reply:
-        path = "/v1/chat/completions"
-        scope = {
-            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"",
-            "headers": [(b"authorization", f"Bearer {self.key}".encode())],
-            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-        }  # fmt: skip
-        comm = ApplicationCommunicator(self.app, scope)
-        body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
-        await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-        start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-        content = b""
-        while True:
-            event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-            content += event["body"]
-            if not event.get("more_body"):
-                break
-        await comm.wait(RECEIVE_TIMEOUT_SECONDS)
-        headers = {name.decode(): value.decode() for name, value in start["headers"]}
-        return Reply(start["status"], headers, content)
-
-    async def state(self, connection_id: int) -> ConnectionState:
-        return await connection_state_get(
-            store=self.store, connection_id=connection_id, durable=ConnectionState()
-        )
-
-    async def cooling_for(self, connection_id: int) -> float:
-        return (await self.state(connection_id)).remaining(self.clock.now)
-
-
-def gathering(count: int, then: Behaviour) -> Behaviour:
-    """Hold every request until ``count`` of them have arrived, then answer each with ``then``."""
-    arrived, everyone = [0], asyncio.Event()
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        arrived[0] += 1
-        if arrived[0] >= count:
-            everyone.set()
-        await asyncio.wait_for(everyone.wait(), RECEIVE_TIMEOUT_SECONDS)
-        return await then(request)
-
-    return behaviour
-
-
-# --- data -----------------------------------------------------------------------------------
-
-
-def add_connection(provider: Provider, name: str, secret: str, priority: int, **extra: Any) -> int:
-    fields = {"provider": provider, "name": name, "priority": priority, **extra}
-    return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
-
-
-@pytest.fixture
-def acme(db: None) -> Provider:
-    fields = {"slug": "acme", "name": "Acme", "category": "api_key"}
-    return provider_save(provider=Provider(), fields={**fields, "base_url": "http://acme.test/v1"})
+# --- data (``gateway``, ``acme`` and ``process_store`` come from conftest) ------------------
 
 
 @pytest.fixture
@@ -205,24 +58,6 @@ def patient_breaker(db: None) -> None:
     resilience_settings_update(patch={"providerBreaker": {"apikey": breaker}})
 
 
-@pytest.fixture
-async def gateway(db: None) -> AsyncIterator[Gateway]:
-    snapshot_clear()
-    _, key = await database_sync_to_async(api_key_create)(name="client")
-    clock = FakeClock()
-    yield Gateway(key, FakeUpstream(), clock, MemoryStore(clock=clock))
-    await persistence_flush()  # let the write-through finish before the database is flushed
-
-
-@pytest.fixture
-def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Make the test's store the process store, so operator services act on it too."""
-    resilience_state.get_store.cache_clear()
-    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: gateway.store)
-    yield
-    resilience_state.get_store.cache_clear()
-
-
 # --- 1. an upstream hint cools one key, not the provider ------------------------------------
 
 
@@ -230,7 +65,9 @@ async def test_a_429_with_retry_after_cools_only_that_connection_for_the_hinted_
     gateway: Gateway, primary: int, backup: int
 ) -> None:
     fake = gateway.fake
-    fake.behaviours.update({PRIMARY: error(429, "slow down", {"retry-after": "7"}), BACKUP: OK})
+    fake.behaviours.update(
+        {PRIMARY: error(429, "slow down", headers={"retry-after": "7"}), BACKUP: OK}
+    )
     # given: the primary refused with a hint, the backup served
     assert (await gateway.call()).connection == backup
     assert await gateway.cooling_for(primary) == 7
@@ -373,7 +210,7 @@ async def test_disable_cooling_records_the_error_but_never_cools(
         acme, "uncooled", PRIMARY, priority=10, disable_cooling=True
     )
     fake = gateway.fake
-    failures = [UNAVAILABLE, error(429, "slow down", {"retry-after": "30"}), UNAVAILABLE]
+    failures = [UNAVAILABLE, error(429, "slow down", headers={"retry-after": "30"}), UNAVAILABLE]
 
     for number, behaviour in enumerate(failures, start=1):
         fake.behaviours[PRIMARY] = behaviour

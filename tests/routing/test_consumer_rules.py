@@ -9,32 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import orjson
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import ApplicationCommunicator
 from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
-from resilience import state as resilience_state
 from resilience.domain.connection_state import ConnectionState
-from resilience.persistence import persistence_flush
 from resilience.rules_models import ProviderErrorRule
-from resilience.services.connections import connection_state_get
 from resilience.services.lockouts import lockout_record
-from resilience.store import MemoryStore
-from routing.consumers import ChatCompletionsConsumer
 from routing.models import Provider, ProviderConnection
-from routing.services import api_key_create, connection_clear_error, connection_save, provider_save
-from routing.snapshot import snapshot_clear
-from routing.upstream import Upstream
+from routing.services import connection_clear_error, provider_save
 from tests.routing.conftest import seeded_provider
+from tests.routing.harness import OK, Gateway, add_connection, error, gathering
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,138 +34,10 @@ AGENT_MODEL, OTHER_MODEL = "claude-sonnet-4", "gpt-5"
 QUOTA_TEXT = "用户额度不足, 剩余额度: $0.00"  # "user quota insufficient"
 ACCESS_TEXT = f"无权访问模型 {AGENT_MODEL}"  # "no permission to access the model"
 LOCKOUT_MAX_SECONDS = 1800  # the agentrouter rule's 6 h, clamped to the lockout maximum
-RECEIVE_TIMEOUT_SECONDS = 5
-COMPLETION = {"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0}]}
-
-Behaviour = Callable[[httpx.Request], Awaitable[httpx.Response]]
-
-
-# --- fake upstream, clock and client (the harness of test_consumer_breaker) -----------------
-
-
-async def _once(body: bytes) -> AsyncIterator[bytes]:
-    yield body
-
-
-def error(status: int, message: str) -> Behaviour:
-    """Answer ``status`` with an OpenAI-style error body, as real transports return them."""
-    body = orjson.dumps({"error": {"message": message, "type": "upstream_error"}})
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        headers = {"content-type": "application/json"}
-        return httpx.Response(status, headers=headers, content=_once(body))
-
-    return behaviour
-
-
-async def OK(request: httpx.Request) -> httpx.Response:
-    return httpx.Response(200, json=COMPLETION)
-
-
 REFUSAL = error(403, "Request not allowed")
 
 
-@dataclass
-class FakeUpstream:
-    """Answers by the connection secret a request carries; records (secret, model) pairs."""
-
-    behaviours: dict[str, Behaviour] = field(default_factory=dict)
-    calls: list[tuple[str, str]] = field(default_factory=list)
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        secret = request.headers["authorization"].removeprefix("Bearer ")
-        self.calls.append((secret, orjson.loads(await request.aread())["model"]))
-        return await self.behaviours[secret](request)
-
-    def secrets(self) -> list[str]:
-        return [secret for secret, _ in self.calls]
-
-
-@dataclass
-class FakeClock:
-    """The store's clock (epoch seconds); moves only when told."""
-
-    now: float = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass
-class Gateway:
-    """The chat consumer over the fake upstream and a store on the fake clock, with a key."""
-
-    key: str
-    fake: FakeUpstream
-    clock: FakeClock
-    store: MemoryStore
-    app: Any = None
-
-    def __post_init__(self) -> None:
-        upstream = Upstream(httpx.MockTransport(self.fake))
-        self.app = ChatCompletionsConsumer.as_asgi(upstream=upstream, store=self.store)
-
-    async def call(self, model: str) -> Reply:
-        path = "/v1/chat/completions"
-        scope = {
-            "type": "http", "http_version": "1.1", "method": "POST", "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"",
-            "headers": [(b"authorization", f"Bearer {self.key}".encode())],
-            "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-        }  # fmt: skip
-        comm = ApplicationCommunicator(self.app, scope)
-        body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
-        await comm.send_input({"type": "http.request", "body": body, "more_body": False})
-        start = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-        content = b""
-        while True:
-            event = await comm.receive_output(RECEIVE_TIMEOUT_SECONDS)
-            content += event["body"]
-            if not event.get("more_body"):
-                break
-        await comm.wait(RECEIVE_TIMEOUT_SECONDS)
-        headers = {name.decode(): value.decode() for name, value in start["headers"]}
-        return Reply(start["status"], headers, content)
-
-    async def state(self, connection_id: int) -> ConnectionState:
-        return await connection_state_get(
-            store=self.store, connection_id=connection_id, durable=ConnectionState()
-        )
-
-    async def cooling_for(self, connection_id: int) -> float:
-        return (await self.state(connection_id)).remaining(self.clock.now)
-
-
-def gathering(count: int, then: Behaviour) -> Behaviour:
-    """Hold each request until ``count`` have arrived, then answer them all with ``then``."""
-    arrived, everyone = [0], asyncio.Event()
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        arrived[0] += 1
-        if arrived[0] >= count:
-            everyone.set()
-        await asyncio.wait_for(everyone.wait(), RECEIVE_TIMEOUT_SECONDS)
-        return await then(request)
-
-    return behaviour
-
-
-# --- data -----------------------------------------------------------------------------------
-
-
-def add_connection(provider: Provider, name: str, secret: str, priority: int) -> int:
-    fields = {"provider": provider, "name": name, "priority": priority}
-    return connection_save(connection=ProviderConnection(), fields=fields, secret=secret).pk
+# --- data (``gateway``, ``acme`` and ``process_store`` come from conftest) ------------------
 
 
 @pytest.fixture
@@ -194,56 +55,34 @@ def seeded_rules(db: None) -> None:
         RULES_SEED.seed(apps, None)
 
 
-@pytest.fixture
-def acme(db: None) -> Provider:
-    fields = {"slug": "acme", "name": "Acme", "category": "api_key"}
-    return provider_save(provider=Provider(), fields={**fields, "base_url": "http://acme.test/v1"})
-
-
-@pytest.fixture
-async def gateway(db: None) -> AsyncIterator[Gateway]:
-    snapshot_clear()
-    _, key = await database_sync_to_async(api_key_create)(name="client")
-    clock = FakeClock()
-    yield Gateway(key, FakeUpstream(), clock, MemoryStore(clock=clock))
-    await persistence_flush()  # let the write-through finish before the database is flushed
-
-
-@pytest.fixture
-def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Make the test's store the process store, so operator services act on it too."""
-    resilience_state.get_store.cache_clear()
-    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: gateway.store)
-    yield
-    resilience_state.get_store.cache_clear()
-
-
 # --- 7. agentrouter: restatement and the seeded rules ---------------------------------------
 
 
 async def test_a_misstated_quota_403_reaches_the_client_as_429_with_retry_after_60(
     gateway: Gateway, agentrouter: Provider, seeded_rules: None
 ) -> None:
-    await database_sync_to_async(add_connection)(agentrouter, "only", PRIMARY, 10)
+    await database_sync_to_async(add_connection)(agentrouter, "only", PRIMARY, priority=10)
     gateway.fake.behaviours[PRIMARY] = error(403, QUOTA_TEXT)
 
     reply = await gateway.call(f"agentrouter/{AGENT_MODEL}")
 
     assert (reply.status, reply.headers["retry-after"]) == (429, "60")
-    assert QUOTA_TEXT in orjson.loads(reply.body)["error"]["message"]
+    assert QUOTA_TEXT in reply.json()["error"]["message"]
 
 
 async def test_a_misstated_quota_403_fails_over_and_cools_only_that_connection(
     gateway: Gateway, agentrouter: Provider, seeded_rules: None
 ) -> None:
-    first = await database_sync_to_async(add_connection)(agentrouter, "first", PRIMARY, 10)
-    second = await database_sync_to_async(add_connection)(agentrouter, "second", BACKUP, 20)
+    first = await database_sync_to_async(add_connection)(agentrouter, "first", PRIMARY, priority=10)
+    second = await database_sync_to_async(add_connection)(
+        agentrouter, "second", BACKUP, priority=20
+    )
     gateway.fake.behaviours.update({PRIMARY: error(403, QUOTA_TEXT), BACKUP: OK})
 
     reply = await gateway.call(f"agentrouter/{AGENT_MODEL}")
 
     assert reply.status == 200
-    assert gateway.fake.secrets() == [PRIMARY, BACKUP]
+    assert gateway.fake.calls == [PRIMARY, BACKUP]
     cooled = await gateway.state(first)
     assert (cooled.test_status, cooled.error_code) == ("unavailable", "429")  # never terminal
     assert 0 < cooled.remaining(gateway.clock.now) <= 60
@@ -254,7 +93,7 @@ async def test_a_model_access_403_is_not_restated_and_locks_only_that_model(
     gateway: Gateway, agentrouter: Provider, seeded_rules: None
 ) -> None:
     # given: the only connection refuses one model
-    only = await database_sync_to_async(add_connection)(agentrouter, "only", PRIMARY, 10)
+    only = await database_sync_to_async(add_connection)(agentrouter, "only", PRIMARY, priority=10)
     gateway.fake.behaviours[PRIMARY] = error(403, ACCESS_TEXT)
     # when
     reply = await gateway.call(f"agentrouter/{AGENT_MODEL}")
@@ -270,7 +109,7 @@ async def test_a_model_access_403_is_not_restated_and_locks_only_that_model(
     gateway.fake.behaviours[PRIMARY] = OK
     assert (await gateway.call(f"agentrouter/{OTHER_MODEL}")).status == 200
     assert (await gateway.call(f"agentrouter/{AGENT_MODEL}")).status == 503
-    assert gateway.fake.calls == [(PRIMARY, AGENT_MODEL), (PRIMARY, OTHER_MODEL)]
+    assert gateway.fake.sent == [(PRIMARY, AGENT_MODEL), (PRIMARY, OTHER_MODEL)]
 
 
 # --- 8. an operator rule from the admin, without a restart ----------------------------------
@@ -287,8 +126,8 @@ def post_error_rule(client: Client, **fields: str) -> Any:
 async def test_an_operator_rule_added_in_the_admin_applies_to_the_next_request(
     gateway: Gateway, acme: Provider, staff_client: Client
 ) -> None:
-    primary = await database_sync_to_async(add_connection)(acme, "primary", PRIMARY, 10)
-    await database_sync_to_async(add_connection)(acme, "backup", BACKUP, 20)
+    primary = await database_sync_to_async(add_connection)(acme, "primary", PRIMARY, priority=10)
+    await database_sync_to_async(add_connection)(acme, "backup", BACKUP, priority=20)
     gateway.fake.behaviours.update({PRIMARY: error(429, "org cap reached"), BACKUP: OK})
     # given: without a rule, the 429 cools the connection by the default backoff (3 s)
     assert (await gateway.call("acme/m1")).status == 200
@@ -314,8 +153,8 @@ async def test_an_operator_rule_added_in_the_admin_applies_to_the_next_request(
 @pytest.fixture
 def pair(gateway: Gateway, acme: Provider) -> tuple[int, int]:
     """acme's primary (refusing) and backup (serving) connections."""
-    primary = add_connection(acme, "primary", PRIMARY, 10)
-    backup = add_connection(acme, "backup", BACKUP, 20)
+    primary = add_connection(acme, "primary", PRIMARY, priority=10)
+    backup = add_connection(acme, "backup", BACKUP, priority=20)
     gateway.fake.behaviours.update({PRIMARY: REFUSAL, BACKUP: OK})
     return primary, backup
 
@@ -324,7 +163,7 @@ async def refuse(gateway: Gateway, primary: int) -> ConnectionState:
     """One request the primary refuses (a 403: the client sees it); the primary's state."""
     calls = len(gateway.fake.calls)
     assert (await gateway.call("acme/m1")).status == 403
-    assert gateway.fake.secrets()[calls:] == [PRIMARY]
+    assert gateway.fake.calls[calls:] == [PRIMARY]
     return await gateway.state(primary)
 
 
@@ -344,7 +183,7 @@ async def test_refusals_cool_5_then_15_minutes_and_the_third_bans(
     assert (banned.test_status, banned.rate_limited_until) == ("banned", None)
     gateway.clock.advance(24 * 3600)
     assert (await gateway.call("acme/m1")).status == 200
-    assert gateway.fake.secrets() == [PRIMARY, BACKUP, PRIMARY, PRIMARY, BACKUP]
+    assert gateway.fake.calls == [PRIMARY, BACKUP, PRIMARY, PRIMARY, BACKUP]
 
 
 async def test_a_refusal_arriving_during_the_cooldown_is_not_counted(

@@ -1,16 +1,16 @@
-"""Pure tests of the provider circuit breaker: no database, no sleeps; ``now`` is a number."""
+"""Pure tests of the breaker state machine: thresholds, cooldowns, lazy refresh, recovery,
+429 hints, the policy, manual reset and the transition history.
+
+No database, no sleeps: ``now`` is a number. Probe slots are in ``test_breaker_probes.py``, the
+JSON and status forms in ``test_breaker_codec.py``.
+"""
 
 from __future__ import annotations
 
-import ast
-import json
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from resilience.domain import breaker as breaker_module
 from resilience.domain.breaker import (
     HISTORY_LIMIT,
     Breaker,
@@ -20,54 +20,22 @@ from resilience.domain.breaker import (
     Permit,
 )
 from resilience.domain.profiles import PROFILES, ProfileName
-
-CLOSED, DEGRADED = BreakerState.CLOSED, BreakerState.DEGRADED
-OPEN, HALF_OPEN = BreakerState.OPEN, BreakerState.HALF_OPEN
-T0 = 1_700_000_000.0
-
-POLICIES = {name: BreakerPolicy.from_profile(PROFILES[name]) for name in ProfileName}
-API = POLICIES[ProfileName.APIKEY]
-OAUTH = POLICIES[ProfileName.OAUTH]
-LOCAL = POLICIES[ProfileName.LOCAL]
-HINTS = BreakerPolicy.from_profile(PROFILES[ProfileName.APIKEY], use_429_hints=True)
-
-
-def failed(
-    policy: BreakerPolicy,
-    times: int,
-    now: float = T0,
-    start: Breaker | None = None,
-    kind: FailureKind | None = None,
-) -> Breaker:
-    """``start`` (a fresh breaker by default) after ``times`` failures at ``now``."""
-    breaker = start or Breaker()
-    for _ in range(times):
-        breaker = breaker.after_failure(policy, now, kind)
-    return breaker
-
-
-def opened(policy: BreakerPolicy, now: float = T0) -> Breaker:
-    """A breaker that just opened at ``now``."""
-    breaker = failed(policy, policy.failure_threshold, now)
-    assert breaker.state == OPEN
-    return breaker
-
-
-def probing(policy: BreakerPolicy, breaker: Breaker, now: float) -> tuple[Breaker, Permit]:
-    """Take the probe slot at ``now``; the breaker must be half open by then."""
-    breaker, permit = breaker.acquire(policy, now)
-    assert permit is not None and permit.probe
-    return breaker, permit
-
-
-def with_cycles(breaker: Breaker, cycles: int) -> Breaker:
-    """``breaker`` as if it had already been through ``cycles`` open cycles."""
-    return Breaker.from_dict({**breaker.to_dict(), "open_cycle_count": cycles})
-
-
-def reasons(breaker: Breaker) -> list[str]:
-    return [step.reason for step in breaker.transitions]
-
+from tests.resilience.breaker_support import (
+    API,
+    CLOSED,
+    DEGRADED,
+    HALF_OPEN,
+    HINTS,
+    LOCAL,
+    OPEN,
+    POLICIES,
+    T0,
+    failed,
+    opened,
+    probing,
+    reasons,
+    with_cycles,
+)
 
 # -- §2.5 worked examples: thresholds ----------------------------------------------------------
 
@@ -213,99 +181,6 @@ def test_retry_after_counts_down_while_open() -> None:
     assert breaker.retry_after(API, T0 + 10) == 20.0
     assert Breaker().retry_after(API, T0) == 0.0
     assert failed(API, 8).retry_after(API, T0) == 0.0  # DEGRADED
-
-
-# -- probe slots -------------------------------------------------------------------------------
-
-
-def test_half_open_gives_exactly_one_probe_permit() -> None:
-    breaker = opened(API).refreshed(API, T0 + 30)
-    taken, permit = breaker.acquire(API, T0 + 30)
-    assert permit == Permit(probe=True, generation=breaker.probe_generation)
-    assert (taken.half_open_allowed, taken.probe_started_at) == (0, T0 + 30)
-    assert taken.acquire(API, T0 + 31) == (taken, None)
-    assert not taken.can_execute(API, T0 + 31)
-    assert taken.retry_after(API, T0 + 40) == 20.0
-
-
-def test_can_execute_does_not_take_the_slot() -> None:
-    breaker = opened(API).refreshed(API, T0 + 30)
-    assert breaker.can_execute(API, T0 + 30)
-    assert breaker.can_execute(API, T0 + 30)
-    assert breaker.half_open_allowed == 1
-
-
-def test_closed_and_open_permits() -> None:
-    assert Breaker().acquire(API, T0) == (Breaker(), Permit(probe=False, generation=0))
-    degraded = failed(API, 7)
-    assert degraded.acquire(API, T0)[1] == Permit(probe=False, generation=1)
-    assert opened(API).acquire(API, T0 + 1)[1] is None
-
-
-def test_half_open_requests_sets_the_number_of_probes() -> None:
-    policy = BreakerPolicy(failure_threshold=1, half_open_requests=2)
-    breaker = failed(policy, 1).refreshed(policy, T0 + 30)
-    breaker, first = breaker.acquire(policy, T0 + 30)
-    breaker, second = breaker.acquire(policy, T0 + 30)
-    assert first is not None and second is not None
-    assert breaker.acquire(policy, T0 + 30)[1] is None
-
-
-def test_probe_success_closes_and_clears_the_counters() -> None:
-    # given a breaker that failed one probe and now probes again
-    start = opened(API, T0).refreshed(API, T0 + 30)
-    start, permit = probing(API, start, T0 + 30)
-    start = start.after_failure(API, T0 + 31, FailureKind.TRANSIENT, permit)
-    breaker, permit = probing(API, start, T0 + 61)
-    # when the probe succeeds
-    closed = breaker.after_success(API, T0 + 62, permit)
-    # then
-    assert closed.state == CLOSED and closed.is_pristine
-    assert (closed.failure_count, closed.open_cycle_count, closed.success_count) == (0, 0, 1)
-    assert (closed.last_failure_kind, dict(closed.kind_failure_counts)) == (None, {})
-    assert closed.last_failure_at == T0 + 31  # kept, as in the reference
-    assert reasons(closed)[-3:] == ["probe-failed", "cooldown-elapsed", "probe-success"]
-
-
-def test_probe_failure_reopens_for_another_cooldown() -> None:
-    breaker, permit = probing(API, opened(API), T0 + 30)
-    reopened = breaker.after_failure(API, T0 + 31, permit=permit)
-    assert (reopened.state, reopened.open_cycle_count) == (OPEN, 1)
-    assert reopened.failure_count == 13
-    assert reasons(reopened)[-1] == "probe-failed"
-    assert reopened.refreshed(API, T0 + 60.999).state == OPEN
-    assert reopened.refreshed(API, T0 + 61).state == HALF_OPEN
-
-
-def test_stale_probe_is_rearmed_and_its_late_result_ignored() -> None:
-    # given a probe taken at T0 + 30 that never reported back
-    breaker, stale = probing(API, opened(API), T0 + 30)
-    assert breaker.refreshed(API, T0 + 59.999) == breaker
-    # when the reset timeout has passed since the probe started
-    rearmed = breaker.refreshed(API, T0 + 60)
-    # then the slot is back under a new generation, with no transition recorded
-    assert (rearmed.state, rearmed.half_open_allowed) == (HALF_OPEN, 1)
-    assert rearmed.probe_generation == stale.generation + 1
-    assert rearmed.transitions == breaker.transitions
-    assert rearmed.after_success(API, T0 + 61, stale) == rearmed
-    assert rearmed.after_failure(API, T0 + 61, permit=stale) == rearmed
-    rearmed, fresh = probing(API, rearmed, T0 + 61)
-    assert fresh.generation == rearmed.probe_generation
-    assert rearmed.after_success(API, T0 + 62, fresh).state == CLOSED
-
-
-def test_late_result_of_a_stale_probe_after_closing_is_ignored() -> None:
-    breaker, first = probing(API, opened(API), T0 + 30)
-    breaker, second = probing(API, breaker.refreshed(API, T0 + 60), T0 + 60)
-    closed = breaker.after_success(API, T0 + 61, second)
-    assert closed.after_failure(API, T0 + 62, permit=first) == closed
-    assert closed.after_failure(API, T0 + 62, permit=second) == closed
-
-
-def test_failure_without_permit_in_half_open_counts_as_a_failed_probe() -> None:
-    breaker = opened(API).refreshed(API, T0 + 30)
-    reopened = breaker.after_failure(API, T0 + 30)
-    assert (reopened.state, reopened.open_cycle_count) == (OPEN, 1)
 
 
 # -- successes ---------------------------------------------------------------------------------
@@ -473,111 +348,3 @@ def test_transition_ring_keeps_the_last_twenty() -> None:
 )
 def test_is_pristine(breaker: Breaker, pristine: bool) -> None:
     assert breaker.is_pristine is pristine
-
-
-# -- serialisation -----------------------------------------------------------------------------
-
-
-def test_round_trip_through_json() -> None:
-    breaker, _ = probing(API, failed(API, 12, kind=FailureKind.RATE_LIMIT), T0 + 30)
-    data = json.loads(json.dumps(breaker.to_dict()))
-    assert Breaker.from_dict(data) == breaker
-    assert data["state"] == "half_open" and data["last_failure_kind"] == "rate_limit"
-
-
-def test_half_open_restore_refills_the_probe_slots() -> None:
-    data = {"state": "half_open", "half_open_allowed": 0, "probe_started_at": None}
-    assert Breaker.from_dict(data).half_open_allowed == 1
-    assert Breaker.from_dict(data, half_open_requests=3).half_open_allowed == 3
-    in_flight = {**data, "probe_started_at": T0}
-    assert Breaker.from_dict(in_flight).half_open_allowed == 0
-
-
-@pytest.mark.parametrize(
-    ("data", "expected"),
-    [
-        ({}, Breaker()),
-        ({"state": "tripped", "surprise": 1}, Breaker()),
-        ({"state": "open", "failure_count": "many"}, Breaker(state=OPEN)),
-        ({"last_failure_kind": "teapot", "last_failure_at": "yesterday"}, Breaker()),
-        ({"failure_count": -3, "open_cycle_count": True}, Breaker()),
-        (
-            {"kind_failure_counts": {"rate_limit": 2, "x": "y"}},
-            Breaker(kind_failure_counts={"rate_limit": 2}),
-        ),
-        ({"transitions": [{"from": "closed"}, "junk", 7]}, Breaker()),
-        (
-            {"last_failure_at": T0, "failure_count": 2.0},
-            Breaker(failure_count=2, last_failure_at=T0),
-        ),
-    ],
-)
-def test_from_dict_tolerates_bad_input(data: dict[str, object], expected: Breaker) -> None:
-    assert Breaker.from_dict(data) == expected
-
-
-# -- status ------------------------------------------------------------------------------------
-
-
-def test_status_of_an_open_breaker() -> None:
-    breaker = failed(API, 12, kind=FailureKind.TRANSIENT)
-    assert breaker.status(API, T0 + 10.5) == {
-        "state": "open",
-        "failureCount": 12,
-        "lastFailureTime": int(T0 * 1000),
-        "retryAfterMs": 19_500,
-        "lastFailureKind": "transient",
-        "openCycleCount": 0,
-        "kindFailureCounts": {"transient": 12},
-        "degradationThreshold": 7,
-        "effectiveResetTimeout": 30_000,
-        "transitionHistory": [
-            {
-                "from": "closed",
-                "to": "degraded",
-                "timestamp": int(T0 * 1000),
-                "failureCount": 7,
-                "reason": "degraded",
-            },
-            {
-                "from": "degraded",
-                "to": "open",
-                "timestamp": int(T0 * 1000),
-                "failureCount": 12,
-                "reason": "threshold",
-            },
-        ],
-    }
-
-
-def test_status_of_a_fresh_breaker() -> None:
-    status = Breaker().status(OAUTH, T0)
-    assert (status["state"], status["retryAfterMs"], status["lastFailureTime"]) == (
-        "closed",
-        0,
-        None,
-    )
-    assert (status["degradationThreshold"], status["effectiveResetTimeout"]) == (5, 60_000)
-    assert status["transitionHistory"] == []
-
-
-def test_status_while_a_probe_is_in_flight() -> None:
-    breaker, _ = probing(OAUTH, opened(OAUTH), T0 + 60)
-    status = breaker.status(OAUTH, T0 + 75)
-    assert (status["state"], status["retryAfterMs"]) == ("half_open", 45_000)
-
-
-# -- purity ------------------------------------------------------------------------------------
-
-
-def test_breaker_module_imports_only_the_stdlib_and_the_domain() -> None:
-    tree = ast.parse(Path(breaker_module.__file__).read_text())
-    modules = {
-        alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
-    modules |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    outside = {m for m in modules if m.split(".")[0] not in sys.stdlib_module_names}
-    assert all(m.startswith("resilience.domain.") for m in outside), outside

@@ -1,0 +1,128 @@
+"""``/api/resilience/model-cooldowns``: list the active model lockouts, remove some or all.
+
+Spec reference-part1 §5.6 and decision 7. Auth, permission and the error shape are the
+management API's defaults (an invalid body is a 400 naming its fields).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from resilience.services.lockout_operations import (
+    LabelledLock,
+    lockouts_active,
+    lockouts_clear,
+    lockouts_unlock,
+)
+
+REQUIRED = "provider and model are required"
+
+
+def _iso(epoch_seconds: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_seconds, dt.UTC).isoformat()
+
+
+def _item(row: LabelledLock) -> dict[str, Any]:
+    lock = row.lock
+    return {
+        "provider": lock.provider,
+        "connectionId": lock.connection_id,
+        "accountLabel": row.account_label,
+        "model": lock.model,
+        "reason": lock.reason,
+        "remainingMs": lock.remaining_ms,
+        "failureCount": lock.failure_count,
+        "lockedAt": _iso(lock.locked_at),
+        "lockedAtMs": int(lock.locked_at * 1000),
+        "until": int(lock.until * 1000),
+        "expiresAt": _iso(lock.until),
+        "exact": lock.exact,
+    }
+
+
+class ModelCooldownItemSerializer(serializers.Serializer[Any]):
+    """One active lock (documentation only: the view builds the dict)."""
+
+    provider = serializers.CharField()
+    connectionId = serializers.IntegerField()
+    accountLabel = serializers.CharField(help_text="The connection's name.")
+    model = serializers.CharField()
+    reason = serializers.CharField()
+    remainingMs = serializers.IntegerField()
+    failureCount = serializers.IntegerField()
+    lockedAt = serializers.DateTimeField()
+    lockedAtMs = serializers.IntegerField()
+    until = serializers.IntegerField(help_text="Epoch milliseconds.")
+    expiresAt = serializers.DateTimeField()
+    exact = serializers.BooleanField(help_text="Locks the exact (provider, connection, model).")
+
+
+class ModelCooldownsApi(APIView):
+    """GET the active model lockouts; DELETE them all, or one model's."""
+
+    parser_classes = [JSONParser]
+
+    class DeleteInputSerializer(serializers.Serializer[Any]):
+        all = serializers.BooleanField(required=False, default=False)
+        provider = serializers.CharField(required=False, allow_blank=True)
+        model = serializers.CharField(required=False, allow_blank=True)
+        connectionId = serializers.IntegerField(required=False, allow_null=True)
+        connection = serializers.IntegerField(
+            required=False, allow_null=True, help_text="Alias of connectionId."
+        )
+
+        def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            if attrs["all"]:
+                return attrs
+            missing = [name for name in ("provider", "model") if not attrs.get(name)]
+            if missing:
+                raise serializers.ValidationError(dict.fromkeys(missing, REQUIRED))
+            connection = attrs.get("connectionId")
+            attrs["connectionId"] = attrs.get("connection") if connection is None else connection
+            return attrs
+
+    @extend_schema(
+        summary="The active model lockouts",
+        responses={
+            200: inline_serializer(
+                "ModelCooldowns", {"items": ModelCooldownItemSerializer(many=True)}
+            )
+        },
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"items": [_item(row) for row in lockouts_active()]})
+
+    @extend_schema(
+        summary="Remove model lockouts",
+        description='JSON body: `{"all": true}` clears every lock; `{"provider", "model", '
+        '"connectionId"?}` (alias `connection`) unlocks the model on one connection, or on all '
+        "of the provider's connections.",
+        responses={
+            200: OpenApiResponse(
+                description='`{"ok", "clearedAll"}` or `{"ok", "removed", "scope"}`'
+            ),
+            400: OpenApiResponse(description="provider and model are required (or a bad body)"),
+        },
+    )
+    def delete(self, request: Request) -> Response:
+        data = self.DeleteInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        if data.validated_data["all"]:
+            lockouts_clear()
+            return Response({"ok": True, "clearedAll": True})
+        connection_id = data.validated_data["connectionId"]
+        removed = lockouts_unlock(
+            provider=data.validated_data["provider"],
+            model=data.validated_data["model"],
+            connection_id=connection_id,
+        )
+        scope = "provider-model" if connection_id is None else "connection-model"
+        return Response({"ok": True, "removed": removed, "scope": scope})
