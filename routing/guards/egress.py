@@ -35,20 +35,24 @@ _background: set[asyncio.Task[None]] = set()
 
 
 def egress_siblings(*, provider: str, egress: str, since: dt.datetime) -> list[int]:
-    """Connections of ``provider`` seen behind ``egress`` since ``since`` (sync)."""
-    rows = ProxyLog.objects.filter(provider=provider, egress=egress, seen_at__gte=since)
-    return list(rows.values_list("connection_id", flat=True))
+    """Connections of ``provider`` whose last egress seen since ``since`` is ``egress`` (sync)."""
+    rows = ProxyLog.objects.filter(provider=provider, seen_at__gte=since).order_by("seen_at")
+    last: dict[int, str] = {}
+    for connection_id, seen_egress in rows.values_list("connection_id", "egress"):
+        last[connection_id] = seen_egress  # ordered by time: the latest wins
+    return [connection_id for connection_id, seen in last.items() if seen == egress]
 
 
-def _log(target: Target) -> None:
+def _log(target: Target, now: float) -> None:
+    """Log the attempt's egress at ``now`` (the store's clock), throttled per process."""
     key = (target.connection.id, target.connection.egress)
-    now = time.monotonic()
-    if now - _logged.get(key, -LOG_INTERVAL_SECONDS) < LOG_INTERVAL_SECONDS:
+    tick = time.monotonic()
+    if tick - _logged.get(key, -LOG_INTERVAL_SECONDS) < LOG_INTERVAL_SECONDS:
         return
-    _logged[key] = now
+    _logged[key] = tick
     write = database_sync_to_async(proxy_log_touch)(
         provider=target.provider.slug, connection_id=target.connection.id,
-        egress=target.connection.egress, now=dt.datetime.now(dt.UTC),
+        egress=target.connection.egress, now=dt.datetime.fromtimestamp(now, dt.UTC),
     )  # fmt: skip
     task = asyncio.ensure_future(write)
     _background.add(task)
@@ -64,7 +68,7 @@ class EgressRecorder:
     async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
         if not target.provider.egress_bucketed_lock:
             return
-        _log(target)
+        _log(target, self.store.clock())
         marked = context.marks.get((target.connection.id, target.model))
         reason = str(marked.classification.reason) if marked and marked.classification else ""
         if outcome.status != 429 or reason not in LOCKING_REASONS or marked is None:
