@@ -13,8 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from resilience.db import db_sync_to_async
 from resilience.domain.breaker import Breaker, BreakerPolicy
 from resilience.domain.connection_state import ConnectionState
 
@@ -83,7 +82,7 @@ def _run(fn: Callable[..., None], *args: Any) -> None:
 
 
 def _schedule(fn: Callable[..., None], *args: Any) -> None:
-    task = asyncio.get_running_loop().create_task(database_sync_to_async(_run)(fn, *args))
+    task = asyncio.get_running_loop().create_task(db_sync_to_async(_run)(fn, *args))
     _pending.add(task)
     task.add_done_callback(_pending.discard)
 

@@ -82,7 +82,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # The hot path never touches the database, so skip Channels' per-message
-        # close_old_connections thread hop; snapshot rebuilds use database_sync_to_async.
+        # close_old_connections thread hop; snapshot rebuilds use resilience.db.db_sync_to_async.
         handler = getattr(self, message["type"].replace(".", "_"), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")

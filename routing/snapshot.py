@@ -13,9 +13,9 @@ import itertools
 import time
 
 from asgiref.sync import async_to_sync
-from channels.db import database_sync_to_async
 from django.conf import settings
 
+from resilience.db import db_sync_to_async
 from resilience.state import get_store, store_is_shared
 from routing.domain.config import ConfigSnapshot
 from routing.selectors import config_snapshot_build
@@ -99,7 +99,7 @@ async def _rebuild(remote: int) -> ConfigSnapshot:
 
 
 async def _build(version: int, remote: int) -> ConfigSnapshot:
-    snapshot: ConfigSnapshot = await database_sync_to_async(config_snapshot_build)(
+    snapshot: ConfigSnapshot = await db_sync_to_async(config_snapshot_build)(
         version=version, remote_version=remote
     )
     return snapshot

@@ -15,9 +15,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from resilience.db import db_sync_to_async
 from resilience.persistence import persisted_breakers
 from resilience.services.breakers import breaker_restore, breaker_sweep
 from resilience.services.expired import Recheck, expired_recheck_pass
@@ -44,7 +44,7 @@ _expired_recheck = _Periodic()
 
 
 async def _restore(store: StateStore) -> int:
-    rows = await database_sync_to_async(persisted_breakers)()
+    rows = await db_sync_to_async(persisted_breakers)()
     restored = await breaker_restore(store=store, rows=rows)
     if restored:
         logger.info("restored %d breaker(s) from the database", restored)
@@ -97,6 +97,6 @@ async def _recheck_expired() -> None:
     # Not thread-sensitive: the probes block on the network, and clearing a connection waits
     # for the breaker/connection write-through, which runs on Django's single sync thread.
     try:
-        await database_sync_to_async(_expired_pass_now, thread_sensitive=False)()
+        await db_sync_to_async(_expired_pass_now, thread_sensitive=False)()
     except Exception:
         logger.exception("expired re-check pass failed")

@@ -50,6 +50,22 @@ def _secret_input(label: str) -> forms.CharField:
     )
 
 
+# What an operator edits on a connection; its state changes only through the actions.
+SETTINGS_FIELDS = (
+    "provider",
+    "name",
+    "priority",
+    "is_active",
+    "auth_type",
+    "base_url",
+    "served_models",
+    "max_concurrent",
+    "disable_cooling",
+    "proxy_url",
+    "extras",
+)
+
+
 class ProviderConnectionForm(ModelFormBase):
     """Connection form whose secrets are write-only inputs: blank keeps, "clear" empties."""
 
@@ -62,19 +78,7 @@ class ProviderConnectionForm(ModelFormBase):
     class Meta:
         model = ProviderConnection
         formfield_callback = formfield
-        fields = (
-            "provider",
-            "name",
-            "priority",
-            "is_active",
-            "auth_type",
-            "base_url",
-            "served_models",
-            "max_concurrent",
-            "disable_cooling",
-            "proxy_url",
-            "extras",
-        )
+        fields = SETTINGS_FIELDS
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -116,21 +120,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
     fieldsets = (
         (
             None,
-            {
-                "fields": (
-                    "provider",
-                    "name",
-                    "priority",
-                    "is_active",
-                    "auth_type",
-                    "base_url",
-                    "served_models",
-                    "max_concurrent",
-                    "disable_cooling",
-                    "proxy_url",
-                    "extras",
-                )
-            },
+            {"fields": SETTINGS_FIELDS},
         ),
         (
             "Secrets (stored encrypted, never displayed)",

@@ -16,8 +16,7 @@ import asyncio
 import datetime as dt
 import time
 
-from channels.db import database_sync_to_async
-
+from resilience.db import db_sync_to_async
 from resilience.services.connections import connection_cool_siblings
 from resilience.store import StateStore
 from routing.attempts import AttemptContext
@@ -50,7 +49,7 @@ def _log(target: Target, now: float) -> None:
     if tick - _logged.get(key, -LOG_INTERVAL_SECONDS) < LOG_INTERVAL_SECONDS:
         return
     _logged[key] = tick
-    write = database_sync_to_async(proxy_log_touch)(
+    write = db_sync_to_async(proxy_log_touch)(
         provider=target.provider.slug, connection_id=target.connection.id,
         egress=target.connection.egress, now=dt.datetime.fromtimestamp(now, dt.UTC),
     )  # fmt: skip
@@ -82,7 +81,7 @@ class EgressRecorder:
     ) -> None:
         since = dt.datetime.fromtimestamp(self.store.clock(), dt.UTC) - LOOKBACK
         seen = set(
-            await database_sync_to_async(egress_siblings)(
+            await db_sync_to_async(egress_siblings)(
                 provider=target.provider.slug, egress=target.connection.egress, since=since
             )
         )
