@@ -45,28 +45,32 @@ the rule types live in ``resilience.domain.settings_fields``.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from resilience.domain.lockout import LockoutSettings
-from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile, profile_with_env
-from resilience.domain.settings_fields import (
-    AtMostRule,
-    BelowRule,
-    Default,
-    Rule,
-    Value,
-    number_of,
-)
+from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
 
 # Re-exported: the row type of ``SCHEMA`` and its kinds, for the API schema and the admin form.
 from resilience.domain.settings_fields import FieldSpec as FieldSpec
 from resilience.domain.settings_fields import Kind as Kind
-
-MS_PER_HOUR = 3_600_000
-MS_PER_DAY = 86_400_000
-ROOT_FIELD = "non_field_errors"  # the error key of problems with the document as a whole
+from resilience.domain.settings_fields import (
+    Value,
+    number_of,
+)
+from resilience.domain.settings_schema import BRANCHES
+from resilience.domain.settings_schema import (
+    COOLDOWN_SECTIONS as COOLDOWN_SECTIONS,
+)
+from resilience.domain.settings_schema import (
+    DEFAULT_MODEL_LOCKOUT_SETTINGS as DEFAULT_MODEL_LOCKOUT_SETTINGS,
+)
+from resilience.domain.settings_schema import MAX_BACKOFF_STEPS as MAX_BACKOFF_STEPS
+from resilience.domain.settings_schema import ROOT_FIELD as ROOT_FIELD
+from resilience.domain.settings_schema import RULES as RULES
+from resilience.domain.settings_schema import SCHEMA as SCHEMA
+from resilience.domain.settings_schema import SECTIONS as SECTIONS
 
 
 class SettingsError(ValueError):
@@ -75,88 +79,6 @@ class SettingsError(ValueError):
     def __init__(self, errors: Mapping[str, str]) -> None:
         self.errors = dict(errors)
         super().__init__("; ".join(f"{path}: {message}" for path, message in self.errors.items()))
-
-
-def _from_profile(name: ProfileName, pick: Callable[[ProviderProfile], int]) -> Default:
-    return lambda env: pick(profile_with_env(name, env))
-
-
-def _breaker_fields(name: ProfileName) -> dict[str, FieldSpec]:
-    # Defaults and their OMNIROUTE_* overrides come from the profile table (profiles.py).
-    prefix = f"providerBreaker.{name}"
-    return {
-        f"{prefix}.failureThreshold": FieldSpec(
-            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_threshold), 1, 1000
-        ),
-        f"{prefix}.degradationThreshold": FieldSpec(
-            Kind.INT, _from_profile(name, lambda p: p.effective_degradation_threshold), 1, 1000
-        ),
-        f"{prefix}.resetTimeoutMs": FieldSpec(
-            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_reset_ms), 1000, MS_PER_DAY
-        ),
-    }
-
-
-MAX_BACKOFF_STEPS = 32
-# profile → (baseCooldownMs, useUpstreamRetryHints, maxBackoffSteps) defaults (§4.2); the
-# profiles with an operator section (local has none: see the module doc).
-_COOLDOWN_DEFAULTS = {ProfileName.OAUTH: (5_000, False, 8), ProfileName.APIKEY: (3_000, True, 5)}
-COOLDOWN_SECTIONS = tuple(_COOLDOWN_DEFAULTS)
-
-
-def _cooldown_fields(name: ProfileName) -> dict[str, FieldSpec]:
-    base, hints, steps = _COOLDOWN_DEFAULTS[name]
-    prefix = f"connectionCooldown.{name}"
-    return {
-        f"{prefix}.baseCooldownMs": FieldSpec(Kind.INT, base, 0, MS_PER_DAY),
-        f"{prefix}.useUpstreamRetryHints": FieldSpec(Kind.BOOL, hints),
-        f"{prefix}.maxBackoffSteps": FieldSpec(Kind.INT, steps, 0, MAX_BACKOFF_STEPS),
-        f"{prefix}.useUpstream429BreakerHints": FieldSpec(Kind.OPTIONAL_BOOL, None),
-    }
-
-
-DEFAULT_MODEL_LOCKOUT_SETTINGS = LockoutSettings()  # the reference's name for the §5.2 defaults
-_LOCKOUT = DEFAULT_MODEL_LOCKOUT_SETTINGS
-MODEL_LOCKOUT_FIELDS: dict[str, FieldSpec] = {
-    "modelLockout.enabled": FieldSpec(Kind.BOOL, _LOCKOUT.enabled, loose=True),
-    "modelLockout.errorCodes": FieldSpec(Kind.INT_LIST, _LOCKOUT.error_codes, 100, 599),
-    "modelLockout.baseCooldownMs": FieldSpec(Kind.INT, _LOCKOUT.base_cooldown_ms, 5_000, 600_000),
-    "modelLockout.maxCooldownMs": FieldSpec(Kind.INT, _LOCKOUT.max_cooldown_ms, 5_000, MS_PER_HOUR),
-    "modelLockout.maxBackoffSteps": FieldSpec(Kind.INT, _LOCKOUT.max_backoff_steps, 0, 20),
-    "modelLockout.useExponentialBackoff": FieldSpec(Kind.BOOL, _LOCKOUT.use_exponential_backoff),
-}
-
-SCHEMA: dict[str, FieldSpec] = {
-    **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
-    "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
-    "providerCooldown.minRetryCooldownMs": FieldSpec(
-        Kind.INT, 5_000, 0, MS_PER_HOUR, env="PROVIDER_COOLDOWN_MIN_MS"
-    ),
-    "providerCooldown.maxRetryCooldownMs": FieldSpec(
-        Kind.INT, 300_000, 0, MS_PER_DAY, env="PROVIDER_COOLDOWN_MAX_MS"
-    ),
-    **{path: spec for name in COOLDOWN_SECTIONS for path, spec in _cooldown_fields(name).items()},
-    **MODEL_LOCKOUT_FIELDS,
-}
-SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
-# Every proper prefix of a path: the objects a document may contain.
-_BRANCHES = frozenset(
-    ".".join(parts[:end])
-    for parts in (p.split(".") for p in SCHEMA)
-    for end in range(1, len(parts))
-)
-
-
-RULES: tuple[Rule, ...] = (
-    *(
-        BelowRule(
-            f"providerBreaker.{n}.degradationThreshold", f"providerBreaker.{n}.failureThreshold"
-        )
-        for n in ProfileName
-    ),
-    AtMostRule("providerCooldown.minRetryCooldownMs", "providerCooldown.maxRetryCooldownMs"),
-    AtMostRule("modelLockout.baseCooldownMs", "modelLockout.maxCooldownMs"),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +217,9 @@ def _model_lockout(values: Mapping[str, Value]) -> LockoutSettings:
     codes = values["modelLockout.errorCodes"]
     return LockoutSettings(
         enabled=bool(values["modelLockout.enabled"]),
-        error_codes=tuple(codes) if isinstance(codes, tuple | list) else _LOCKOUT.error_codes,
+        error_codes=tuple(codes)
+        if isinstance(codes, tuple | list)
+        else DEFAULT_MODEL_LOCKOUT_SETTINGS.error_codes,
         base_cooldown_ms=number_of(values, "modelLockout.baseCooldownMs"),
         max_cooldown_ms=number_of(values, "modelLockout.maxCooldownMs"),
         max_backoff_steps=number_of(values, "modelLockout.maxBackoffSteps"),
@@ -357,7 +281,7 @@ def _walk(node: Mapping[Any, Any], prefix: str) -> Iterator[tuple[str, Value, st
                 yield path, spec.strict(raw), ""
             except ValueError as exc:
                 yield path, None, str(exc)
-        elif not isinstance(key, str) or "." in key or path not in _BRANCHES:
+        elif not isinstance(key, str) or "." in key or path not in BRANCHES:
             yield path, None, "unknown key" if prefix else "unknown section"
         elif not isinstance(raw, Mapping):
             yield path, None, "must be an object"
