@@ -27,6 +27,7 @@ from resilience.store import Json, StateStore
 
 LOCK_PREFIX = "locks:"
 RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
+EVICTION_CAP = 1000  # failure states per connection (§5.5: MODEL_LOCKOUT_EVICTION_CAP)
 
 
 def lockout_key(provider: str, connection_id: int | str) -> str:
@@ -53,13 +54,14 @@ class LockRecord:
         )  # fmt: skip
 
     def pruned(self, now: float) -> LockRecord:
+        """Without expired locks and stale failure states, within the soft eviction cap."""
         locks = {k: lock for k, lock in self.locks.items() if lock.until > now}
         fails = {
             k: state
             for k, state in self.failures.items()
             if k in locks or now - state.last_failure_at <= state.window + state.last_cooldown
         }
-        return LockRecord(locks, fails)
+        return LockRecord(locks, _evicted(fails, keep=set(locks)))
 
     def encode(self) -> dict[str, Any] | None:
         if not self.locks and not self.failures:
@@ -74,6 +76,17 @@ class LockRecord:
         live = [self.locks[s] for s in model_slots(model) if s in self.locks]
         live = [lock for lock in live if lock.until > now]
         return max(live, key=lambda lock: lock.until, default=None)
+
+
+def _evicted(failures: dict[str, FailureState], keep: set[str]) -> dict[str, FailureState]:
+    """The soft cap of §5.5: over ``EVICTION_CAP`` entries, drop the oldest failure states,
+    never one whose lock is still active."""
+    excess = len(failures) - EVICTION_CAP
+    if excess <= 0:
+        return failures
+    idle = sorted((s.last_failure_at, k) for k, s in failures.items() if k not in keep)
+    doomed = {k for _, k in idle[:excess]}
+    return {k: s for k, s in failures.items() if k not in doomed}
 
 
 async def lockout_record(*, store: StateStore, provider: str, connection_id: int) -> LockRecord:

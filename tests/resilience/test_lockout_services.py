@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
+from resilience.domain.lockout import FailureState, Lock, LockoutSettings, LockRequest, LockScope
+from resilience.services import lockouts
 from resilience.services.lockouts import (
     LockView,
     lockout_clear_all,
@@ -167,3 +168,17 @@ async def test_exact_cooldowns_respect_the_cap_unless_upstream(
 ) -> None:
     request = LockRequest("rate_limit", 7_200_000, upstream_reset, 30.0)
     assert await _fail(state_store, request=request) == (7200.0 if upstream_reset else 1800.0)
+
+
+def test_the_soft_eviction_cap_drops_the_oldest_idle_failure_states_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lockouts, "EVICTION_CAP", 3)
+    now = 1_000.0
+    failures = {f"m:{i}": FailureState(1, now + i, 60.0, 30.0) for i in range(5)}
+    locked = {"m:0": Lock("rate_limit", now + 100, now, 1)}  # the oldest, but still locked
+
+    pruned = lockouts.LockRecord(locked, failures).pruned(now + 5)
+
+    assert set(pruned.failures) == {"m:0", "m:3", "m:4"}
+    assert set(pruned.locks) == {"m:0"}
