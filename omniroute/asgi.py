@@ -13,7 +13,11 @@ django_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
-from routing.consumers import ChatCompletionsConsumer, ModelsConsumer  # noqa: E402
+from routing.consumers import (  # noqa: E402
+    ChatCompletionsConsumer,
+    ModelsConsumer,
+    NotFoundConsumer,
+)
 
 application = ProtocolTypeRouter(
     {
@@ -21,6 +25,7 @@ application = ProtocolTypeRouter(
             [
                 path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
                 path("v1/models", ModelsConsumer.as_asgi()),
+                re_path(r"^v1/", NotFoundConsumer.as_asgi()),
                 re_path(r"", django_app),  # type: ignore[arg-type]  # an ASGI app
             ]
         )

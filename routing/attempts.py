@@ -107,15 +107,25 @@ class AttemptLoop:
                 continue
             body = encode_for_target(payload, target)
             outcome, reply = await self.upstream.send(target, body, stream=context.stream)
-            if self.restate is not None:
-                outcome = self.restate(target, outcome, context)
-            context.attempts.append((target, outcome))
-            await self._record(target, outcome, context)
+            try:
+                if self.restate is not None:
+                    outcome = self.restate(target, outcome, context)
+                context.attempts.append((target, outcome))
+                await self._record(target, outcome, context)
+            except BaseException:  # cancelled, or a recorder failed: never leak the stream
+                if reply is not None:
+                    await reply.aclose()
+                raise
             if reply is not None:
                 return AttemptResult(target, reply)
-            if not should_fail_over(outcome):
+            if not self._moves_on(target, outcome, context):
                 break
         return AttemptResult()
+
+    def _moves_on(self, target: Target, outcome: Outcome, context: AttemptContext) -> bool:
+        """Fail over on transport and server failures, and wherever the classifier said so."""
+        marked = context.marks.get((target.connection.id, target.model))
+        return should_fail_over(outcome) or (marked is not None and marked.fallback)
 
     async def _excluded(self, target: Target, context: AttemptContext) -> bool:
         for check in self.filters:

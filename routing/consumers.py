@@ -75,6 +75,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.request_id = secrets.token_hex(12)
         self.body_size = 0
         self.rejected = False
+        self.started = False  # whether the response has begun (no error body after that)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self._receive = receive  # kept so the relay can watch for http.disconnect
@@ -107,6 +108,14 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             await self.serve(body)
         except GatewayError as error:
             await self.send_error(error)
+        except Exception:  # never daphne's HTML 500: a JSON error while nothing was sent yet
+            logger.exception("request %s failed", self.request_id)
+            if not self.started:
+                await self.send_error(_internal_error())
+
+    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
+        self.started = True
+        await super().send_headers(status=status, headers=headers)
 
     async def serve(self, body: bytes) -> None:
         raise NotImplementedError
@@ -138,10 +147,12 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         """Run ``work`` until done or until the client disconnects (then cancel it)."""
         task = asyncio.ensure_future(work)
         gone = asyncio.ensure_future(self._wait_for_disconnect())
-        done, pending = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        for pending_task in pending:
-            pending_task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        try:
+            done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when handle() itself is cancelled (server shutdown)
+            for pending_task in (task, gone):
+                pending_task.cancel()
+            await asyncio.gather(task, gone, return_exceptions=True)
         if task in done:
             task.result()
 
@@ -150,6 +161,13 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 return
+
+
+def _internal_error() -> GatewayError:
+    return GatewayError(
+        500, "internal_error", "The gateway failed to handle this request.",
+        error_type="server_error",
+    )  # fmt: skip
 
 
 def _too_large() -> GatewayError:
@@ -163,8 +181,8 @@ class ChatCompletionsConsumer(ProxyConsumer):
     """``POST /v1/chat/completions``, streaming and not."""
 
     async def serve(self, body: bytes) -> None:
+        snapshot, key = await self.authenticated()  # before parsing: strangers cost no parse
         payload = parse_chat_request(body)
-        snapshot, key = await self.authenticated()
         plan = plan_route(snapshot, payload["model"], key)
         stream = bool(payload.get("stream", False))
         await resilience_ready(self.store)
@@ -210,3 +228,13 @@ class ModelsConsumer(ProxyConsumer):
         payload = model_list(snapshot, key, created=int(time.time()))
         headers = [(b"content-type", JSON), *self.base_headers()]
         await self.send_response(200, payload, headers=headers)
+
+
+class NotFoundConsumer(ProxyConsumer):
+    """Any other ``/v1/...`` path: a JSON 404 (not Django's page listing every route)."""
+
+    allowed_methods = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+    async def serve(self, body: bytes) -> None:
+        path = self.scope["path"]
+        raise GatewayError(404, "not_found", f"There is no endpoint at {path}.")

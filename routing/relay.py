@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import orjson
 
@@ -13,6 +14,9 @@ from routing.domain.outcomes import OutcomeKind
 from routing.domain.planning import Target
 from routing.domain.vocabulary import ExclusionReason
 from routing.upstream import RELAYED_ERROR_HEADERS, UpstreamReply
+
+TERMINAL_COOLING = "all_targets_cooling_down"
+TERMINAL_NONE = "no_executable_targets"
 
 Headers = list[tuple[bytes, bytes]]
 JSON = b"application/json"
@@ -52,6 +56,14 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
     outcome = context.last_outcome
     if outcome is None:
         return _all_excluded(context, headers)
+    if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status == 401:
+        # The upstream refused *our* credential: its body may quote our key, and relaying a 401
+        # would tell the client its own key is wrong.
+        message = "The upstream rejected the gateway's credential for this provider."
+        return 502, error_body(message, "upstream_error", "upstream_auth_failed"), headers
+    if outcome.kind is OutcomeKind.HTTP_ERROR and (outcome.status or 0) < 400:
+        message = f"The upstream answered with an unexpected status {outcome.status}."
+        return 502, error_body(message, "upstream_error", "upstream_bad_status"), headers
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status is not None:
         relayed = {k: v for k, v in outcome.headers.items() if k in RELAYED_ERROR_HEADERS}
         if outcome.client_retry_after is not None:
@@ -98,22 +110,55 @@ def _only_one_open_circuit(context: AttemptContext) -> bool:
 
 
 def _all_excluded(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    """Reference-part2 §7.3: 503 while a timer will free a target, 404 when none will."""
     if _only_one_open_circuit(context):
         return _provider_circuit_open(context, headers)
+    waits = [e.retry_after_seconds for e in context.exclusions if e.retry_after_seconds]
+    if not waits:
+        return _no_executable_targets(context, headers)
+    retry_after = _retry_after_seconds(min(waits))
+    reasons = ", ".join(
+        f"{e.target.label}: {e.reason} ({math.ceil(e.retry_after_seconds or 0)}s)"
+        for e in context.exclusions
+    )
+    message = f"Service temporarily unavailable: every target is cooling down ({reasons})."
+    recovery = {"action": "wait", "next_step": "retry later", "retry_after_seconds": retry_after}
+    body = error_body(
+        message, "service_unavailable", TERMINAL_COOLING,
+        diagnostics=_diagnostics(context, TERMINAL_COOLING, recovery), recovery_hint=recovery,
+    )  # fmt: skip
+    headers += [
+        (b"retry-after", str(retry_after).encode()),
+        (b"x-omniroute-combo-terminal-reason", TERMINAL_COOLING.encode()),
+        (b"x-omniroute-recovery-action", b"wait"),
+        (b"x-omniroute-retry-after-seconds", str(retry_after).encode()),
+    ]
+    return 503, body, headers
+
+
+def _no_executable_targets(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    recovery = {"action": "switch-combo", "next_step": "use another model or combo"}
+    message = "No target can serve this request: every one is unavailable, with no timer to wait."
+    body = error_body(
+        message, "invalid_request_error", TERMINAL_NONE,
+        diagnostics=_diagnostics(context, TERMINAL_NONE, recovery), recovery_hint=recovery,
+    )  # fmt: skip
+    headers += [
+        (b"x-omniroute-combo-terminal-reason", TERMINAL_NONE.encode()),
+        (b"x-omniroute-recovery-action", b"switch-combo"),
+    ]
+    return 404, body, headers
+
+
+def _diagnostics(context: AttemptContext, reason: str, recovery: dict[str, Any]) -> dict[str, Any]:
     excluded = [
         {"provider": e.target.provider.slug, "model": e.target.model, "reason": e.reason}
         for e in context.exclusions
     ]
-    waits = [e.retry_after_seconds for e in context.exclusions if e.retry_after_seconds]
-    reasons = ", ".join(e.describe() for e in context.exclusions)
-    message = f"Service temporarily unavailable: every target is excluded ({reasons})."
-    body = error_body(
-        message, "service_unavailable", "all_targets_cooling_down",
-        diagnostics={"attempted": 0, "excluded": excluded},
-    )  # fmt: skip
-    if waits:
-        headers.append((b"retry-after", str(_retry_after_seconds(min(waits))).encode()))
-    return 503, body, headers
+    return {
+        "poolSize": len(excluded), "attempted": 0, "excluded": excluded, "attemptOrder": [],
+        "terminalReason": reason, "recovery": recovery,
+    }  # fmt: skip
 
 
 def stream_error_event(exc: BaseException) -> bytes:

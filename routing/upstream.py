@@ -73,7 +73,7 @@ def _upstream_headers(target: Target, stream: bool) -> dict[str, str]:
     return headers
 
 
-def _classify_transport_error(exc: httpx.TransportError) -> OutcomeKind:
+def _classify_transport_error(exc: Exception) -> OutcomeKind:
     # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; look at the cause.
     cause = exc.__cause__
     if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
@@ -91,19 +91,23 @@ class Upstream:
     Requests go straight to the httpx transport rather than through ``AsyncClient.send``: the
     client's cookie jar would carry one account's cookies into another account's requests, and
     its auth, redirect and cookie layers cost a fifth of the gateway's CPU per request while
-    the gateway needs none of them. One transport (one connection pool) per event loop and
-    outbound proxy.
+    the gateway needs none of them. One transport (one connection pool) per event loop,
+    provider and outbound proxy.
     """
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self._transport = transport
-        self._transports: dict[tuple[asyncio.AbstractEventLoop, str], httpx.AsyncBaseTransport] = {}
+        self._transports: dict[
+            tuple[asyncio.AbstractEventLoop, str, str], httpx.AsyncBaseTransport
+        ] = {}
         self.timeout = default_timeout()
 
-    def transport(self, proxy_url: str = "") -> httpx.AsyncBaseTransport:
+    def transport(self, provider: str = "", proxy_url: str = "") -> httpx.AsyncBaseTransport:
+        """The pool for this provider and proxy: one provider's streams can never exhaust the
+        slots another provider needs (a pool wait would count as that provider's timeout)."""
         if self._transport is not None:
             return self._transport
-        key = (asyncio.get_running_loop(), proxy_url)
+        key = (asyncio.get_running_loop(), provider, proxy_url)
         transport = self._transports.get(key)
         if transport is None:
             transport = self._transports[key] = build_transport(proxy_url)
@@ -123,15 +127,15 @@ class Upstream:
         )
         response: httpx.Response | None = None
         try:
-            transport = self.transport(target.connection.proxy_url)
+            transport = self.transport(target.provider.slug, target.connection.proxy_url)
             response = await transport.handle_async_request(request)
             response.request = request
             return await _read(response, stream, started)
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
+            # aiohttp errors the transport does not translate (a malformed reply) count too.
             if response is not None:
                 await response.aclose()
-            kind = _classify_transport_error(exc)
-            return _failure(kind, f"{type(exc).__name__}: {exc}", started), None
+            return _failure(_classify_transport_error(exc), type(exc).__name__, started), None
         except BaseException:
             if response is not None:
                 await response.aclose()
@@ -150,7 +154,7 @@ async def _read(
     response: httpx.Response, stream: bool, started: float
 ) -> tuple[Outcome, UpstreamReply | None]:
     content_type = response.headers.get("content-type", "application/json")
-    if response.status_code >= 400:
+    if not 200 <= response.status_code < 300:  # a redirect is no answer either
         body = await _read_limited(response)
         await response.aclose()
         headers = {name.lower(): value for name, value in response.headers.items()}

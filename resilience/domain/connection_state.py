@@ -162,14 +162,15 @@ def after_failure(
         return Marked(state, True, int(state.remaining(now) * 1000), changed=False)
     if not classification.fallback:
         return Marked(state, False, 0, changed=False, classification=classification)
-    model_scope = classification.rule_scope == RuleScope.MODEL or facts.model_only
-    if model_scope and not _connection_scoped_quota(classification):
-        base = _with_error(state, facts, state.backoff_level, now)
-        cooldown = classification.cooldown_ms
-        return Marked(base, True, cooldown, True, model_only=True, classification=classification)
     scoped = _connection_scoped_quota(classification)
     temporary = scoped or facts.never_terminal
     terminal = None if temporary else terminal_status(classification, facts, credits_signal)
+    rule_model_scope = classification.rule_scope == RuleScope.MODEL and not scoped
+    # A terminal verdict beats the lockout (§4.4 steps 10-11): a ban is never a model lock.
+    if rule_model_scope or (facts.model_only and terminal is None):
+        base = _with_error(state, facts, state.backoff_level, now)
+        cooldown = classification.cooldown_ms
+        return Marked(base, True, cooldown, True, model_only=True, classification=classification)
     marked = _persisted(state, classification, facts, terminal, now)
     return replace(marked, classification=classification)
 

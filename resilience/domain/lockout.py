@@ -8,7 +8,8 @@ quota families are provider quirks, out of scope); any other status, including t
 own quality-validation 502, locks the exact tuple only; an explicit scope wins. A failure
 inside the window (the breaker reset timeout, or 30 min) escalates the cooldown
 ``base × 2^min(n − 1, maxBackoffSteps)`` capped at ``maxCooldownMs``; an authoritative upstream
-reset bypasses the cap; ``quota_exhausted`` without a known reset locks until local midnight;
+reset bypasses the cap; ``quota_exhausted`` without a known reset locks until local midnight
+(within the cap);
 a longer existing lock is kept. Each success halves the failure count; at 0 the failure state
 and the lock are both removed.
 """
@@ -152,8 +153,8 @@ def _count(previous: FailureState | None, now: float) -> int:
 def _cooldown(request: LockRequest, count: int, settings: LockoutSettings) -> float:
     exact = request.exact_cooldown_ms
     if exact is not None and exact > 0:
-        capped = request.exact_is_upstream_reset
-        return exact / 1000 if capped else min(exact, settings.max_cooldown_ms) / 1000
+        uncapped = request.exact_is_upstream_reset
+        return exact / 1000 if uncapped else min(exact, settings.max_cooldown_ms) / 1000
     return escalated_seconds(count, settings)
 
 
@@ -168,11 +169,10 @@ def record_failure(
 ) -> tuple[FailureState, Lock]:
     """The slot's failure state and lock after one failure (§5.3)."""
     if request.reason == "quota_exhausted" and not request.exact_cooldown_ms:
-        request = replace(
-            request,
-            exact_cooldown_ms=int(seconds_until_midnight(now, tz) * 1000),
-            exact_is_upstream_reset=True,
-        )
+        # Until local midnight, within maxCooldownMs like any exact value that is not an
+        # upstream reset (§5.3 step 6).
+        midnight_ms = int(seconds_until_midnight(now, tz) * 1000)
+        request = replace(request, exact_cooldown_ms=midnight_ms, exact_is_upstream_reset=False)
     count = _count(previous, now)
     cooldown = _cooldown(request, count, settings)
     window = request.window_seconds if request.window_seconds > 0 else DEFAULT_WINDOW_SECONDS

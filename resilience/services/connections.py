@@ -24,7 +24,6 @@ from resilience.persistence import persist_connection_state
 from resilience.store import Json, StateStore
 
 CONNECTION_PREFIX = "conn:"
-CLEAN_TTL_SECONDS = 3600.0
 
 
 def connection_key(connection_id: int) -> str:
@@ -77,15 +76,26 @@ async def connection_mark_failed(
 async def connection_mark_succeeded(
     *, store: StateStore, connection_id: int, durable: ConnectionState
 ) -> bool:
-    """A success clears the error fields, once: no write when already clean. True if cleared."""
+    """A success clears the error fields, once: no write when already clean. True if cleared.
+
+    A terminal state is left alone: a request that started before the ban may still succeed,
+    and only new credentials or an operator lift a terminal state (§4.5).
+    """
     current = await connection_state_get(store=store, connection_id=connection_id, durable=durable)
-    if current.is_clean:
+    if current.is_clean or current.is_terminal:
         return False
-    await store.set(
-        connection_key(connection_id), ConnectionState().to_dict(), ttl=CLEAN_TTL_SECONDS
-    )
-    persist_connection_state(connection_id, ConnectionState())
-    return True
+    cleared = False
+
+    def updater(raw: Json | None) -> Json | None:
+        nonlocal cleared
+        state = _decode(raw) or durable
+        cleared = not (state.is_clean or state.is_terminal)
+        return ConnectionState().to_dict() if cleared else raw
+
+    await store.update(connection_key(connection_id), updater)
+    if cleared:
+        persist_connection_state(connection_id, ConnectionState())
+    return cleared
 
 
 async def connection_cool_siblings(

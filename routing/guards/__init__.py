@@ -23,10 +23,10 @@ def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
     """Recorders in the order they run."""
-    # The lockout recorder reads what the connection recorder classified: keep it after.
+    # The connection recorder classifies the failure; the others read its verdict: keep it first.
     return (
-        BreakerRecorder(store),
         ConnectionRecorder(store),
+        BreakerRecorder(store),
         ModelLockoutRecorder(store),
         EgressRecorder(store),
         WindowGateRecorder(store),

@@ -20,6 +20,12 @@ def _policy(context: AttemptContext, target: Target) -> BreakerPolicy:
     return context.snapshot.breaker_policy(target.provider.slug)
 
 
+def _skips_breaker(target: Target, context: AttemptContext) -> bool:
+    """The classifier's say: e.g. a service-supervisor hint never counts (§4.3 step 3)."""
+    marked = context.marks.get((target.connection.id, target.model))
+    return bool(marked and marked.classification and marked.classification.skip_provider_breaker)
+
+
 class BreakerFilter:
     """Excludes targets whose provider breaker is OPEN, or HALF_OPEN with no probe slot left."""
 
@@ -52,7 +58,9 @@ class BreakerRecorder:
                 store=self.store, name=name, policy=policy, connection_id=connection_id,
                 permit=permit,
             )  # fmt: skip
-        elif counts_for_breaker(context.plan, target, outcome):
+        elif counts_for_breaker(context.plan, target, outcome) and not _skips_breaker(
+            target, context
+        ):
             network = outcome.kind in (OutcomeKind.NETWORK_ERROR, OutcomeKind.TIMEOUT)
             await breaker_record_failure(
                 store=self.store, name=name, policy=policy, connection_id=connection_id,

@@ -8,6 +8,7 @@ from resilience.domain.lockout import (
     LockRequest,
     lock_scope,
     lockout_takes,
+    reason_for_status,
     selected_cooldown_ms,
 )
 from resilience.services.lockouts import (
@@ -81,7 +82,7 @@ class ModelLockoutRecorder:
         if not lockout_takes(settings, outcome.status or 0):  # an operator rule of scope model
             return LockRequest(FORBIDDEN, classification.cooldown_ms or None, False, window)
         return LockRequest(
-            reason=str(classification.reason),
+            reason=reason_for_status(outcome.status or 0),
             exact_cooldown_ms=selected_cooldown_ms(classification.cooldown_ms, settings) or None,
             exact_is_upstream_reset=classification.used_upstream_hint,
             window_seconds=window,

@@ -147,16 +147,27 @@ def test_short_exact_cooldown_is_used_as_is() -> None:
     assert lock.until - T0 == 7.0
 
 
-def test_quota_exhausted_locks_until_local_midnight_past_the_cap() -> None:
-    now = dt.datetime(2025, 3, 10, 22, 0, tzinfo=BERLIN).timestamp()
+def test_quota_exhausted_locks_until_local_midnight() -> None:
+    now = dt.datetime(2025, 3, 10, 23, 45, tzinfo=BERLIN).timestamp()
 
     _, lock = record_failure(
         None, None, LockRequest("quota_exhausted"), DEFAULTS, now=now, tz=BERLIN
     )
 
     assert lock.until == dt.datetime(2025, 3, 11, tzinfo=BERLIN).timestamp()
-    assert lock.until - now == 2 * 3600  # more than the 1 800 s cap
     assert lock.reason == "quota_exhausted"
+
+
+def test_a_midnight_lock_stays_within_the_cap() -> None:
+    # Midnight is not an upstream reset: like any exact value it stays within maxCooldownMs
+    # (§5.3 step 6), so a quota failure at 22:00 locks for 30 min, not 2 h.
+    now = dt.datetime(2025, 3, 10, 22, 0, tzinfo=BERLIN).timestamp()
+
+    _, lock = record_failure(
+        None, None, LockRequest("quota_exhausted"), DEFAULTS, now=now, tz=BERLIN
+    )
+
+    assert lock.until - now == DEFAULTS.max_cooldown_ms / 1000
 
 
 def test_quota_exhausted_with_a_known_reset_uses_it() -> None:

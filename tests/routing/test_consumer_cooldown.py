@@ -134,18 +134,20 @@ TERMINAL = {
 async def test_a_terminal_connection_is_never_asked_again(
     gateway: Gateway, primary: int, backup: int, terminal: str, answer: tuple[int, str]
 ) -> None:
-    # given: the primary's answer made it terminal (a 4xx: the client sees it, no failover)
+    # given: the primary's answer made it terminal; the classifier says fall back, so the
+    # backup serves that same request
     fake = gateway.fake
     fake.behaviours.update({PRIMARY: error(*answer), BACKUP: OK})
     first = await gateway.call()
-    assert (first.status, (await gateway.state(primary)).test_status) == (answer[0], terminal)
+    assert (first.status, first.connection) == (200, backup)
+    assert (await gateway.state(primary)).test_status == terminal
     # when: it would now only fail transiently, across hours of requests
     fake.behaviours[PRIMARY] = UNAVAILABLE
     for _ in range(5):
         gateway.clock.advance(3600)
         assert (await gateway.call()).connection == backup
     # then: it was never asked, and stays terminal in the store and in its row
-    assert fake.calls == [PRIMARY] + [BACKUP] * 5
+    assert fake.calls == [PRIMARY] + [BACKUP] * 6
     assert (await gateway.state(primary)).test_status == terminal
     await persistence_flush()
     row = await ProviderConnection.objects.aget(pk=primary)
