@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from functools import cache
+from urllib.parse import urlsplit, urlunsplit
 
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives import hashes
@@ -47,3 +48,12 @@ def mask_secret(plaintext: str | None) -> str:
         return ""
     tail = plaintext[-4:] if len(plaintext) >= 12 else ""
     return f"••••{tail}"
+
+
+def mask_url_credentials(url: str) -> str:
+    """``http://user:pass@host:port`` → ``http://user:••••@host:port``: a proxy URL for display."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:••••@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

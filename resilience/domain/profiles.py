@@ -74,6 +74,11 @@ ENV_OVERRIDES = {
 }
 
 
+# An empty failure window makes no sense (and cannot be stored): an override of 0 keeps the
+# default. Other zeros are honoured (thresholds are clamped by the settings).
+POSITIVE_FIELDS = frozenset({"provider_failure_window_ms"})
+
+
 def profile_for_category(category: str) -> ProfileName:
     """The profile of a provider category (unknown categories use the API-key profile)."""
     return CATEGORY_PROFILES.get(category, ProfileName.APIKEY)
@@ -95,6 +100,6 @@ def profile_with_env(name: ProfileName, env: Mapping[str, str]) -> ProviderProfi
     changes: dict[str, int] = {}
     for field, pattern in ENV_OVERRIDES.items():
         value = _env_number(env.get(pattern.format(_ENV_TOKEN[name])))
-        if value is not None:
+        if value is not None and (value > 0 or field not in POSITIVE_FIELDS):
             changes[field] = value
     return replace(profile, **changes) if changes else profile

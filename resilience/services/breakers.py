@@ -149,8 +149,11 @@ async def breaker_record_success(
     permit: Permit | None = None,
 ) -> Breaker:
     """Count one success: gradual recovery, or a probe's success closing HALF_OPEN."""
-    if await store.get(breaker_key(name)) is None:
+    stored = _decode(await store.get(breaker_key(name)))
+    if stored is None:
         return Breaker()  # no failure on record, so no de-duplication entry either
+    if stored.state is BreakerState.CLOSED and stored.failure_count == 0:
+        return stored  # nothing a success could change (the hot path after recovery)
     if connection_id is not None:
         await store.delete(f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}")
     now = store.clock()
@@ -208,10 +211,29 @@ async def breaker_sweep(*, store: StateStore) -> list[str]:
     excess = len(breakers) - len(doomed) - REGISTRY_CAP
     if excess > 0:
         doomed += _evictable(breakers, set(doomed))[:excess]
+    dropped = []
     for name in doomed:
-        await store.delete(breaker_key(name))
-        persist_breaker_deleted(name)
-    return doomed
+        if await _drop_if_still(store, name, lambda b: _idle(b, now) or b.is_pristine):
+            persist_breaker_deleted(name)
+            dropped.append(name)
+    return dropped
+
+
+async def _drop_if_still(
+    store: StateStore, name: str, condition: Callable[[Breaker], bool]
+) -> bool:
+    """Delete the record only if it still meets ``condition``: a failure recorded since the
+    scan (by any process) keeps it."""
+    dropped = False
+
+    def updater(raw: Json | None) -> Json | None:
+        nonlocal dropped
+        breaker = _decode(raw)
+        dropped = breaker is not None and condition(breaker)
+        return None if dropped else raw
+
+    await store.update(breaker_key(name), updater)
+    return dropped
 
 
 def _evictable(breakers: dict[str, Breaker], skip: set[str]) -> list[str]:

@@ -51,15 +51,20 @@ async def _restore(store: StateStore) -> int:
     return restored
 
 
-async def resilience_ready(store: StateStore) -> None:
-    """Restore persisted breakers into ``store`` once, and start a sweep when one is due."""
+async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
+    """Restore persisted breakers into ``store`` once, and start the chores that are due.
+
+    Sync callers (admin, API views through ``async_to_sync``) pass ``chores=False``: their
+    event loop ends with the call, and a background chore started there would die with it.
+    """
     restore = _restores.get(id(store))
     if restore is None or restore.get_loop() is not asyncio.get_running_loop():
         restore = _restores[id(store)] = asyncio.ensure_future(_restore(store))
     if not restore.done():
         await asyncio.shield(restore)
-    _maybe_sweep(store)
-    _maybe_recheck_expired()
+    if chores:
+        _maybe_sweep(store)
+        _maybe_recheck_expired()
 
 
 def _in_background(work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:

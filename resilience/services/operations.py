@@ -12,16 +12,24 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
+from resilience.db import db_sync_to_async
 from resilience.domain.breaker import BreakerPolicy, BreakerState
-from resilience.persistence import persistence_flush
-from resilience.services.breakers import breaker_list, breaker_reset, breaker_reset_all
+from resilience.persistence import persisted_breakers, persistence_flush
+from resilience.services.breakers import (
+    breaker_list,
+    breaker_reset,
+    breaker_reset_all,
+    breaker_restore,
+)
 from resilience.services.housekeeping import resilience_ready
 from resilience.state import get_store
 from resilience.store import StateStore
 
 
 async def _reset(store: StateStore, names: list[str] | None, forget: bool) -> int:
-    await resilience_ready(store)  # breakers only in the database are known too
+    # Breakers only in the database (the store lost them) are reset too: load them first.
+    rows = await db_sync_to_async(persisted_breakers)()
+    await breaker_restore(store=store, rows=rows)
     if names is None:
         count = await breaker_reset_all(store=store, forget=forget)
     else:
@@ -41,7 +49,7 @@ async def breaker_statuses(
     *, store: StateStore, policies: dict[str, BreakerPolicy], default: BreakerPolicy
 ) -> list[dict[str, Any]]:
     """Every breaker's status object (reference-part1 §2.7), by provider name."""
-    await resilience_ready(store)
+    await resilience_ready(store, chores=False)
     now = store.clock()
     breakers = await breaker_list(store=store)
     return [

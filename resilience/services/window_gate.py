@@ -74,3 +74,8 @@ async def window_gate_remaining(
     count, last = _fields(await store.get(_key(provider, connection_id)))
     remaining = connection_remaining(count, last, policy, now)
     return (CONNECTION_COOLDOWN, remaining) if remaining > 0 else None
+
+
+async def window_gate_forget(*, store: StateStore, provider: str, connection_id: int) -> None:
+    """An operator cleared the connection: forget its gate record (the provider's stays)."""
+    await store.delete(_key(provider, connection_id))

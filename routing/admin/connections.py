@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
+from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import TestStatus
 from routing.models import ProviderConnection
@@ -79,6 +80,17 @@ class ProviderConnectionForm(ModelFormBase):
         model = ProviderConnection
         formfield_callback = formfield
         fields = SETTINGS_FIELDS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance.proxy_url if self.instance.pk else ""
+        if stored and mask_url_credentials(stored) != stored:  # never render a proxy password
+            self.initial["proxy_url"] = mask_url_credentials(stored)
+
+    def clean_proxy_url(self) -> str:
+        value = str(self.cleaned_data.get("proxy_url") or "")
+        stored = self.instance.proxy_url if self.instance.pk else ""
+        return stored if stored and value == mask_url_credentials(stored) else value
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -11,6 +11,7 @@ from typing import Any
 from django.utils import timezone
 from rest_framework import serializers
 
+from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
@@ -99,6 +100,16 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
     def get_cooldown_remaining_seconds(self, obj: ProviderConnection) -> int:
         return cooldown_remaining_seconds(obj.rate_limited_until, timezone.now())
 
+    def validate_proxy_url(self, value: str) -> str:
+        stored = self.instance.proxy_url if isinstance(self.instance, ProviderConnection) else ""
+        return stored if stored and value == mask_url_credentials(stored) else value
+
+    def to_representation(self, instance: ProviderConnection) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        if data.get("proxy_url"):  # a proxy password is a secret too
+            data["proxy_url"] = mask_url_credentials(data["proxy_url"])
+        return data
+
 
 class ClientApiKeySerializer(serializers.ModelSerializer[ClientApiKey]):
     """A client key as operators see it: never the plaintext, never the hash."""
@@ -155,8 +166,10 @@ class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
         read_only_fields = ("position",)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        connection = attrs.get("connection")
-        if connection is not None and connection.provider_id != attrs["provider"].pk:
+        connection, provider = attrs.get("connection"), attrs.get("provider")
+        if provider is None:  # a partial update still replaces the targets whole
+            raise serializers.ValidationError({"provider": "Each target needs its provider."})
+        if connection is not None and connection.provider_id != provider.pk:
             raise serializers.ValidationError(
                 {"connection": "The pinned connection belongs to another provider."}
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from urllib.parse import urlsplit
 
 from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
@@ -55,8 +56,12 @@ class ConnectionInfo:
 
     @property
     def egress(self) -> str:
-        """The egress identity: the connection's outbound proxy, or the gateway host itself."""
-        return self.proxy_url or DIRECT_EGRESS
+        """The egress identity: the connection's outbound proxy (without its credentials), or
+        the gateway host itself."""
+        if not self.proxy_url:
+            return DIRECT_EGRESS
+        parts = urlsplit(self.proxy_url)
+        return f"{parts.scheme}://{parts.hostname}:{parts.port or ''}".rstrip(":")
 
     def serves(self, model: str) -> bool:
         return not self.served_models or model in self.served_models

@@ -13,6 +13,7 @@ from resilience.domain.connection_state import ConnectionState
 from resilience.persistence import persistence_flush
 from resilience.services.connections import connection_state_get, connection_state_reset
 from resilience.services.streaks import streak_clear
+from resilience.services.window_gate import window_gate_forget
 from resilience.state import get_store
 from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 from routing.models import ProviderConnection
@@ -41,7 +42,10 @@ def connection_save(
     secret: str | None = None,
     refresh_secret: str | None = None,
 ) -> ProviderConnection:
-    """Create or update a connection. A ``None`` secret keeps the stored one; "" clears it."""
+    """Create or update a connection. A ``None`` secret keeps the stored one; "" clears it.
+
+    New credentials lift a terminal state (§4.5: it lasts until the credentials change).
+    """
     for name, value in (fields or {}).items():
         setattr(connection, name, value)
     if secret is not None:
@@ -49,15 +53,19 @@ def connection_save(
     if refresh_secret is not None:
         connection.set_refresh_secret(refresh_secret)
     connection.full_clean()
+    renewed = connection.pk is not None and (secret or refresh_secret)
     connection.save()
     announce_change()
+    if renewed and connection_is_terminal(connection=connection):
+        transaction.on_commit(lambda: connection_reset_terminal(connection=connection))
     return connection
 
 
-async def _forget_live_state(connection_id: int) -> None:
+async def _forget_live_state(connection_id: int, provider: str) -> None:
     store = get_store()
     await connection_state_reset(store=store, connection_id=connection_id)
     await streak_clear(store=store, connection_id=connection_id)  # §4.6: operator reset too
+    await window_gate_forget(store=store, provider=provider, connection_id=connection_id)
     # A write-through queued before the reset would otherwise land after the row is cleared.
     # It runs on Django's single sync thread: a caller on that very thread would wait forever,
     # hence the bound (the flush is left running on timeout, never cancelled).
@@ -82,7 +90,7 @@ def connection_clear_error(*, connection: ProviderConnection) -> ProviderConnect
     ``sync_to_async(..., thread_sensitive=False)``: the write-through it waits for needs
     Django's single sync thread.
     """
-    async_to_sync(_forget_live_state)(connection.pk)
+    async_to_sync(_forget_live_state)(connection.pk, connection.provider_id)
     return _clear_row(connection)
 
 

@@ -19,7 +19,7 @@ from resilience.domain.breaker import (
     FailureKind,
     Permit,
 )
-from resilience.domain.profiles import PROFILES, ProfileName
+from resilience.domain.profiles import PROFILES, ProfileName, profile_with_env
 from tests.resilience.breaker_support import (
     API,
     CLOSED,
@@ -348,3 +348,13 @@ def test_transition_ring_keeps_the_last_twenty() -> None:
 )
 def test_is_pristine(breaker: Breaker, pristine: bool) -> None:
     assert breaker.is_pristine is pristine
+
+
+def test_an_env_override_of_zero_keeps_the_window_default() -> None:
+    env = {
+        "OMNIROUTE_PROVIDER_BREAKER_API_KEY_FAILURE_WINDOW_MS": "0.5",
+        "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_RESET_MS": "0",
+    }
+    profile = profile_with_env(ProfileName.APIKEY, env)
+    assert profile.provider_failure_window_ms == 1_800_000
+    assert profile.circuit_breaker_reset_ms == 0  # a reset of 0 is honoured

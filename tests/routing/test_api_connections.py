@@ -169,3 +169,21 @@ def test_clear_error_action_resets_state(
     assert (body["last_error"], body["last_error_type"], body["error_code"]) == ("", "", "")
     assert body["backoff_level"] == 0
     assert ProviderConnection.objects.get(pk=connection.pk).backoff_level == 0
+
+
+@pytest.mark.django_db
+def test_a_proxy_password_is_never_returned_and_survives_a_round_trip(
+    api_client: APIClient, manage_key: str, connection: ProviderConnection
+) -> None:
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage_key}")
+    url = f"/api/connections/{connection.pk}/"
+    proxy = "http://alice:hunter2-proxy@proxy.example:8080"
+
+    patched = api_client.patch(url, {"proxy_url": proxy}, format="json")
+    shown = api_client.get(url).json()["proxy_url"]
+    echoed = api_client.patch(url, {"proxy_url": shown}, format="json")  # sent back as shown
+
+    assert b"hunter2-proxy" not in patched.content + echoed.content
+    assert shown == "http://alice:••••@proxy.example:8080"
+    connection.refresh_from_db()
+    assert connection.proxy_url == proxy

@@ -23,9 +23,11 @@ from resilience.services.connections import connection_key, connection_state_get
 from resilience.services.streaks import streak_record_refusal
 from resilience.state import get_store
 from resilience.store import StateStore
+from routing.domain.vocabulary import TestStatus as Status
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_clear_error, connection_reset_terminal, connection_save
 from routing.snapshot import snapshot_clear
+from tests.routing.conftest import seeded_provider
 
 pytestmark = pytest.mark.django_db
 
@@ -264,3 +266,21 @@ async def test_clear_waits_for_the_queued_write_through(
 
     row = await ProviderConnection.objects.aget(pk=connection.pk)
     assert (row.test_status, row.last_error) == ("active", "")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_new_credentials_lift_a_terminal_state() -> None:
+    provider = seeded_provider("mock")
+    connection = connection_save(
+        connection=ProviderConnection(),
+        fields={"provider": provider, "name": "renewed"},
+        secret="sk-old-0000000000",
+    )
+    connection.test_status = Status.EXPIRED
+    connection.save(update_fields=["test_status"])
+
+    connection_save(connection=connection, secret="sk-new-1111111111")
+
+    connection.refresh_from_db()
+    assert connection.test_status == Status.ACTIVE
+    assert connection.get_secret() == "sk-new-1111111111"

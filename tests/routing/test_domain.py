@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -386,3 +387,9 @@ def test_model_list_is_an_openai_model_list() -> None:
             {"id": "duo", "object": "model", "created": 1700, "owned_by": "omniroute"},
         ],
     }
+
+
+def test_the_egress_identity_of_a_proxy_has_no_credentials() -> None:
+    proxied = replace(conn(1, "acme"), proxy_url="http://alice:secret@proxy.example:8080")
+    assert proxied.egress == "http://proxy.example:8080"
+    assert conn(2, "acme").egress == "direct"
