@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from resilience.domain.breaker import Permit
-from resilience.domain.connection_state import Marked
+from resilience.domain.connection_state import ConnectionState, Marked
 from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, should_fail_over
@@ -53,6 +53,7 @@ class AttemptContext:
     permits: dict[str, Permit] = field(default_factory=dict)
     marks: dict[tuple[int, str], Marked] = field(default_factory=dict)  # by (connection, model)
     lock_records: dict[int, LockRecord] = field(default_factory=dict)  # by connection
+    connection_states: dict[int, ConnectionState] = field(default_factory=dict)  # as selected
     exclusions: list[Exclusion] = field(default_factory=list)
     attempts: list[tuple[Target, Outcome]] = field(default_factory=list)
 

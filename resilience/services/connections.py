@@ -74,14 +74,22 @@ async def connection_mark_failed(
 
 
 async def connection_mark_succeeded(
-    *, store: StateStore, connection_id: int, durable: ConnectionState
+    *,
+    store: StateStore,
+    connection_id: int,
+    durable: ConnectionState,
+    seen: ConnectionState | None = None,
 ) -> bool:
     """A success clears the error fields, once: no write when already clean. True if cleared.
 
     A terminal state is left alone: a request that started before the ban may still succeed,
-    and only new credentials or an operator lift a terminal state (§4.5).
+    and only new credentials or an operator lift a terminal state (§4.5). ``seen`` is the state
+    read when the connection was selected: when it was clean, nothing is read again (§4.7
+    decides from that snapshot too).
     """
-    current = await connection_state_get(store=store, connection_id=connection_id, durable=durable)
+    current = seen or await connection_state_get(
+        store=store, connection_id=connection_id, durable=durable
+    )
     if current.is_clean or current.is_terminal:
         return False
     cleared = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from resilience.domain.breaker import BreakerPolicy
 from resilience.services.breakers import (
+    FRESH_PERMIT,
     breaker_acquire,
     breaker_record_failure,
     breaker_record_success,
@@ -53,6 +54,8 @@ class BreakerRecorder:
         name = target.provider.slug
         policy, permit = _policy(context, target), context.permits.get(name)
         connection_id = target.connection.id
+        if outcome.ok and permit is FRESH_PERMIT:
+            return  # the provider had no breaker record when selected: nothing to recover
         if outcome.ok:
             await breaker_record_success(
                 store=self.store, name=name, policy=policy, connection_id=connection_id,

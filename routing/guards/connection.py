@@ -41,6 +41,7 @@ class ConnectionFilter:
         state = await connection_state_get(
             store=self.store, connection_id=connection.id, durable=connection.state
         )
+        context.connection_states[connection.id] = state
         if state.is_terminal:
             return Exclusion(target, ExclusionReason.UNAVAILABLE)
         remaining = state.remaining(self.store.clock())
@@ -59,8 +60,9 @@ class ConnectionRecorder:
         connection = target.connection
         if outcome.ok:
             cleared = await connection_mark_succeeded(
-                store=self.store, connection_id=connection.id, durable=connection.state
-            )
+                store=self.store, connection_id=connection.id, durable=connection.state,
+                seen=context.connection_states.get(connection.id),
+            )  # fmt: skip
             if cleared:  # a streak only exists on a connection that has errors to clear
                 await streak_clear(store=self.store, connection_id=connection.id)
             return
