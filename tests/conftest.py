@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,3 +23,20 @@ def require_service(what: str, error: BaseException) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"{message} (required when CI=true)")
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True)
+async def settle_background_writes() -> AsyncIterator[None]:
+    """Let a test's write-through finish before the next test (or the database flush) starts.
+
+    The gateway writes breaker and connection state and the proxy log in the background, on
+    Django's sync thread; a write still queued when a test ends would otherwise land in the
+    next test's database, or lock SQLite while the test database is flushed.
+    """
+    yield
+    from resilience.persistence import persistence_flush
+    from routing.guards import egress
+
+    await persistence_flush()
+    pending = [t for t in egress._background if t.get_loop() is asyncio.get_running_loop()]
+    await asyncio.gather(*pending, return_exceptions=True)
