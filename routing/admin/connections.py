@@ -22,6 +22,7 @@ from routing.services import (
     connection_reset_terminal,
     connection_save,
 )
+from routing.services.connections import SETTINGS_FIELDS
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
 TERMINAL_COLOUR = "#c62828"
@@ -49,22 +50,6 @@ def _secret_input(label: str) -> forms.CharField:
         widget=forms.PasswordInput(render_value=False),
         help_text="Never shown again. Leave blank to keep the stored value.",
     )
-
-
-# What an operator edits on a connection; its state changes only through the actions.
-SETTINGS_FIELDS = (
-    "provider",
-    "name",
-    "priority",
-    "is_active",
-    "auth_type",
-    "base_url",
-    "served_models",
-    "max_concurrent",
-    "disable_cooling",
-    "proxy_url",
-    "extras",
-)
 
 
 class ProviderConnectionForm(ModelFormBase):

@@ -15,7 +15,7 @@ from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
-from routing.services.connections import ERROR_FIELDS, EXPIRED_RETRY_FIELDS
+from routing.services.connections import ERROR_FIELDS, EXPIRED_RETRY_FIELDS, SETTINGS_FIELDS
 
 
 def _secret_field() -> serializers.CharField:
@@ -72,17 +72,7 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
         model = ProviderConnection
         fields = (
             "id",
-            "provider",
-            "name",
-            "priority",
-            "is_active",
-            "auth_type",
-            "base_url",
-            "served_models",
-            "max_concurrent",
-            "disable_cooling",
-            "proxy_url",
-            "extras",
+            *SETTINGS_FIELDS,
             "secret",
             "refresh_secret",
             "has_secret",

@@ -29,6 +29,21 @@ ERROR_FIELDS = (
     "backoff_level",
 )
 EXPIRED_RETRY_FIELDS = ("expired_retry_count", "expired_retry_at")
+# What an operator edits on a connection (admin and API); its state changes only through the
+# services above.
+SETTINGS_FIELDS = (
+    "provider",
+    "name",
+    "priority",
+    "is_active",
+    "auth_type",
+    "base_url",
+    "served_models",
+    "max_concurrent",
+    "disable_cooling",
+    "proxy_url",
+    "extras",
+)
 FLUSH_TIMEOUT_SECONDS = 10.0
 
 logger = logging.getLogger(__name__)
