@@ -1,12 +1,17 @@
-"""Reads of the routing configuration (sync ORM; call through ``database_sync_to_async``)."""
+"""Reads of the routing configuration (sync ORM; call through ``database_sync_to_async``),
+and of connections' live cooldown and terminal state (sync only: they bridge to the store)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import defaultdict
-from datetime import datetime
+from collections.abc import Collection, Iterable
+from datetime import UTC, datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
+from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 
 from resilience.domain.connection_state import ConnectionState
@@ -17,6 +22,8 @@ from resilience.domain.policies import (
 )
 from resilience.selectors import resilience_settings_current
 from resilience.selectors_rules import rules_for_snapshot
+from resilience.services.connections import connection_state_get
+from resilience.state import get_store
 from routing.domain.config import (
     ComboInfo,
     ComboStep,
@@ -53,22 +60,77 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
         secret=connection.get_secret(),
         served_models=tuple(str(m) for m in connection.served_models or ()),
         max_concurrent=connection.max_concurrent,
-        state=ConnectionState(
-            test_status=connection.test_status,
-            rate_limited_until=_epoch(connection.rate_limited_until),
-            backoff_level=connection.backoff_level,
-            last_error=connection.last_error,
-            last_error_at=_epoch(connection.last_error_at),
-            last_error_type=connection.last_error_type,
-            error_code=connection.error_code,
-        ),
+        state=connection_state_durable(connection),
         disable_cooling=connection.disable_cooling,
         proxy_url=connection.proxy_url,
     )
 
 
+def connection_state_durable(connection: ProviderConnection) -> ConnectionState:
+    """The cooldown and terminal state the row holds: the store's durable (maybe lagging) copy."""
+    return ConnectionState(
+        test_status=connection.test_status,
+        rate_limited_until=_epoch(connection.rate_limited_until),
+        backoff_level=connection.backoff_level,
+        last_error=connection.last_error,
+        last_error_at=_epoch(connection.last_error_at),
+        last_error_type=connection.last_error_type,
+        error_code=connection.error_code,
+    )
+
+
+def connection_state_columns(state: ConnectionState) -> dict[str, Any]:
+    """``state`` as the row's columns hold it (the inverse of ``connection_state_durable``)."""
+    return {
+        "test_status": state.test_status,
+        "rate_limited_until": _moment(state.rate_limited_until),
+        "backoff_level": state.backoff_level,
+        "last_error": state.last_error,
+        "last_error_at": _moment(state.last_error_at),
+        "last_error_type": state.last_error_type,
+        "error_code": state.error_code,
+    }
+
+
+def connection_states_live(
+    connections: Iterable[ProviderConnection],
+) -> dict[int, ConnectionState]:
+    """Each connection's live state by id: the state store's record (authoritative), else the
+    row's. The store is read for all of them at once; sync callers only (admin, API views)."""
+    durable = {c.pk: connection_state_durable(c) for c in connections}
+    return async_to_sync(_states_live)(durable) if durable else {}
+
+
+def connection_state_live(connection: ProviderConnection) -> ConnectionState:
+    """One connection's live state (see ``connection_states_live``)."""
+    return connection_states_live([connection])[connection.pk]
+
+
+LIVE_READ_BATCH = 16  # store reads in flight at once: a long list must not flood the pool
+
+
+async def _states_live(durable: dict[int, ConnectionState]) -> dict[int, ConnectionState]:
+    store, items = get_store(), list(durable.items())
+    states: list[ConnectionState] = []
+    for start in range(0, len(items), LIVE_READ_BATCH):
+        batch = items[start : start + LIVE_READ_BATCH]
+        states += await asyncio.gather(
+            *(connection_state_get(store=store, connection_id=i, durable=d) for i, d in batch)
+        )
+    return dict(zip(durable, states, strict=True))
+
+
+def connection_names(ids: Collection[int]) -> dict[int, str]:
+    """The names of the given connections, in one query (missing ones are left out)."""
+    return dict(ProviderConnection.objects.filter(pk__in=ids).values_list("pk", "name"))
+
+
 def _epoch(moment: datetime | None) -> float | None:
     return moment.timestamp() if moment is not None else None
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    return datetime.fromtimestamp(epoch, UTC) if epoch is not None else None
 
 
 def _key_info(key: ClientApiKey) -> KeyInfo:
@@ -133,4 +195,5 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         error_rules=error_rules,
         time_zone=ZoneInfo(django_settings.TIME_ZONE),
         lockout=lockout,
+        availability=settings.availability,
     )

@@ -10,11 +10,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
+from resilience.admin._base import ModelAdminBase, human_seconds
 from resilience.domain.breaker import Breaker, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.persistence import policy_from_dict
 from resilience.services.operations import breakers_reset
-from routing.admin._base import ModelAdminBase, human_seconds
 
 STATE_COLOURS = {
     BreakerState.CLOSED: "#2e7d32",

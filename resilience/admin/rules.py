@@ -15,6 +15,7 @@ from django.contrib.admin.utils import flatten
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin, human_seconds
 from resilience.rules_models import ProviderErrorRule, StatusRestatementRule
 from resilience.services.rules import (
     error_rule_delete,
@@ -23,7 +24,6 @@ from resilience.services.rules import (
     restatement_rule_save,
     rule_set_enabled,
 )
-from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, human_seconds
 
 RuleRow = ProviderErrorRule | StatusRestatementRule
 

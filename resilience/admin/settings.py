@@ -17,6 +17,7 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
+from resilience.admin._base import ModelAdminBase, ModelFormBase
 from resilience.domain.settings import (
     ROOT_FIELD,
     SCHEMA,
@@ -30,7 +31,6 @@ from resilience.domain.settings import (
 from resilience.models import ResilienceSettings
 from resilience.selectors import SETTINGS_PK
 from resilience.services import resilience_settings_document, resilience_settings_update
-from routing.admin._base import ModelAdminBase, ModelFormBase
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec

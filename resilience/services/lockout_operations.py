@@ -3,10 +3,14 @@
 The locks live only in the process state store (``resilience.state.get_store``), never in the
 database, so each function runs the async service to completion on the gateway's event loop (or
 a temporary one outside a server) and nothing needs flushing afterwards.
+
+A lock knows its connection by id; the name shown next to it comes from routing, which owns the
+connections and hands in the lookup (``register_connection_names``, from ``RoutingConfig.ready``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from asgiref.sync import async_to_sync
@@ -18,7 +22,9 @@ from resilience.services.lockouts import (
     lockout_unlock,
 )
 from resilience.state import get_store
-from routing.models import ProviderConnection
+
+ConnectionNames = Callable[[Collection[int]], Mapping[int, str]]
+"""Names of the given connection ids (one query); ids of missing connections are left out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,11 +35,24 @@ class LabelledLock:
     account_label: str
 
 
+@dataclass(slots=True)
+class _Lookups:
+    names: ConnectionNames | None = None
+
+
+_lookups = _Lookups()
+
+
+def register_connection_names(lookup: ConnectionNames) -> None:
+    """Name connections with ``lookup``; without one, locks are labelled by connection id."""
+    _lookups.names = lookup
+
+
 def lockouts_active() -> list[LabelledLock]:
-    """Every active lock, longest remaining first, labelled with one query for the names."""
+    """Every active lock, longest remaining first, labelled with one lookup for the names."""
     locks = async_to_sync(lockout_list)(store=get_store())
     ids = {lock.connection_id for lock in locks}
-    names = dict(ProviderConnection.objects.filter(pk__in=ids).values_list("pk", "name"))
+    names = _lookups.names(ids) if ids and _lookups.names is not None else {}
     return [
         LabelledLock(lock, names.get(lock.connection_id) or str(lock.connection_id))
         for lock in locks

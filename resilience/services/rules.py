@@ -1,7 +1,8 @@
 """The one write path for status restatement and provider error rules.
 
 Each write is validated by the model's ``clean()`` (the operator-rule cap, built-in rows frozen
-but for ``is_enabled``) and invalidates the routing snapshot once the transaction commits.
+but for ``is_enabled``) and moves the configuration version once the transaction commits, so
+the routing snapshot is rebuilt.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from resilience.rules_models import ProviderErrorRule, StatusRestatementRule
-from routing.snapshot import config_changed
+from resilience.services.config_version import config_changed
 
 RuleRow = TypeVar("RuleRow", ProviderErrorRule, StatusRestatementRule)
 

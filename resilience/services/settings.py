@@ -16,7 +16,7 @@ from resilience.domain.settings import (
 )
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
 from resilience.selectors import SETTINGS_PK, resilience_settings_current
-from routing.snapshot import config_changed
+from resilience.services.config_version import config_changed
 
 
 def resilience_settings_get() -> ResilienceSettings:
@@ -33,8 +33,8 @@ def resilience_settings_document() -> dict[str, Any]:
 def resilience_settings_update(*, patch: Any) -> ResilienceSettings:
     """Validate ``patch`` strictly, merge it into the stored document and save it.
 
-    Raises ``SettingsError`` (nothing saved) naming every bad field. The routing snapshot is
-    invalidated once the transaction commits.
+    Raises ``SettingsError`` (nothing saved) naming every bad field. The configuration version
+    moves once the transaction commits, so the routing snapshot is rebuilt.
     """
     row, _ = ResilienceSettingsRow.objects.select_for_update().get_or_create(pk=SETTINGS_PK)
     stored = row.document if isinstance(row.document, dict) else {}

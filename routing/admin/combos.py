@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from routing.admin._base import ServiceAdmin, TabularInlineBase
+from resilience.admin._base import ServiceAdmin, TabularInlineBase
 from routing.models import Combo, ComboTarget
 from routing.services import combo_delete, combo_save
 

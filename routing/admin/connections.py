@@ -1,21 +1,34 @@
-"""Admin of provider connections: write-only secrets, read-only state, the state actions."""
+"""Admin of provider connections: write-only secrets, read-only state, the state actions.
+
+The state columns show the live state: the state store's record when there is one (it is
+authoritative; the row is its durable copy and may lag behind), else the row's. The changelist
+reads the whole page's states at once. Sorting and filtering still go by the row.
+"""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html
 
-from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
+from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
+from resilience.domain.connection_state import ConnectionState
 from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import TestStatus
 from routing.models import ProviderConnection
+from routing.selectors import (
+    connection_state_columns,
+    connection_state_live,
+    connection_states_live,
+)
 from routing.services import (
     connection_clear_error,
     connection_delete,
@@ -26,15 +39,16 @@ from routing.services.connections import SETTINGS_FIELDS
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
 TERMINAL_COLOUR = "#c62828"
+LIVE_STATE_ATTRIBUTE = "_live_state"  # the live state read for a row, kept on the instance
 CONNECTION_STATE_FIELDS = (
-    "test_status",
+    "status",
     "cooldown",
-    "rate_limited_until",
-    "backoff_level",
-    "last_error_type",
-    "error_code",
-    "last_error",
-    "last_error_at",
+    "cooling_until",
+    "backoff",
+    "error_type",
+    "error_status",
+    "error_message",
+    "error_at",
     "expired_retry_count",
     "expired_retry_at",
     "created_at",
@@ -91,6 +105,20 @@ class ProviderConnectionForm(ModelFormBase):
         return self.cleaned_data.get(name) or None
 
 
+def _live(connection: ProviderConnection) -> ConnectionState:
+    """The connection's live state, read once per instance (the changelist reads its page's
+    states together beforehand)."""
+    state = getattr(connection, LIVE_STATE_ATTRIBUTE, None)
+    if not isinstance(state, ConnectionState):
+        state = connection_state_live(connection)
+        setattr(connection, LIVE_STATE_ATTRIBUTE, state)
+    return state
+
+
+def _live_columns(connection: ProviderConnection) -> dict[str, Any]:
+    return connection_state_columns(_live(connection))
+
+
 @admin.register(ProviderConnection)
 class ProviderConnectionAdmin(ServiceAdmin):
     """Connections: settings are edited; state only changes through the two actions."""
@@ -104,9 +132,9 @@ class ProviderConnectionAdmin(ServiceAdmin):
         "status",
         "secret_preview",
         "cooldown",
-        "backoff_level",
-        "last_error_type",
-        "last_error_at",
+        "backoff",
+        "error_type",
+        "error_at",
     )
     list_display_links = ("name",)
     list_filter = ("provider", "test_status", "is_active", "auth_type")
@@ -138,10 +166,19 @@ class ProviderConnectionAdmin(ServiceAdmin):
         ),
     )
 
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
+        changelist = super().get_changelist_instance(request)
+        page = list(changelist.result_list)  # evaluated here; the template reuses these rows
+        states = connection_states_live(page)
+        for connection in page:
+            setattr(connection, LIVE_STATE_ATTRIBUTE, states[connection.pk])
+        return changelist
+
     @admin.display(description="Status", ordering="test_status")
     def status(self, obj: ProviderConnection) -> str:
-        colour = STATUS_COLOURS.get(obj.test_status, TERMINAL_COLOUR)
-        return format_html('<strong style="color: {}">{}</strong>', colour, obj.test_status)
+        status = _live(obj).test_status
+        colour = STATUS_COLOURS.get(status, TERMINAL_COLOUR)
+        return format_html('<strong style="color: {}">{}</strong>', colour, status)
 
     @admin.display(description="Secret")
     def secret_preview(self, obj: ProviderConnection) -> str:
@@ -153,7 +190,32 @@ class ProviderConnectionAdmin(ServiceAdmin):
 
     @admin.display(description="Cooldown", ordering="rate_limited_until")
     def cooldown(self, obj: ProviderConnection) -> str:
-        return human_seconds(cooldown_remaining_seconds(obj.rate_limited_until, timezone.now()))
+        until = _live_columns(obj)["rate_limited_until"]
+        return human_seconds(cooldown_remaining_seconds(until, timezone.now()))
+
+    @admin.display(description="Rate limited until")
+    def cooling_until(self, obj: ProviderConnection) -> datetime | None:
+        return _live_columns(obj)["rate_limited_until"]
+
+    @admin.display(description="Backoff level", ordering="backoff_level")
+    def backoff(self, obj: ProviderConnection) -> int:
+        return _live(obj).backoff_level
+
+    @admin.display(description="Last error type", ordering="last_error_type")
+    def error_type(self, obj: ProviderConnection) -> str:
+        return _live(obj).last_error_type
+
+    @admin.display(description="Error code")
+    def error_status(self, obj: ProviderConnection) -> str:
+        return _live(obj).error_code
+
+    @admin.display(description="Last error")
+    def error_message(self, obj: ProviderConnection) -> str:
+        return _live(obj).last_error
+
+    @admin.display(description="Last error at", ordering="last_error_at")
+    def error_at(self, obj: ProviderConnection) -> datetime | None:
+        return _live_columns(obj)["last_error_at"]
 
     def save_model(
         self, request: HttpRequest, obj: ProviderConnection, form: Any, change: bool

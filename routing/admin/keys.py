@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from routing.admin._base import LinesField, ModelFormBase, ServiceAdmin
+from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey
 from routing.services import api_key_create, api_key_delete, api_key_revoke, api_key_update

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from routing.admin._base import ServiceAdmin
+from resilience.admin._base import ServiceAdmin
 from routing.models import Provider
 from routing.services import provider_delete, provider_save
 

@@ -2,19 +2,29 @@
 
 None of them is ever ``save()``d: the viewsets pass ``validated_data`` to ``routing.services``.
 Secrets are write-only, and a client key's plaintext only appears in the create response.
+A connection's state fields show its live state (the state store's record, else the row's).
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Iterable
 from typing import Any
 
+from django.db.models import Manager
 from django.utils import timezone
 from rest_framework import serializers
 
+from resilience.domain.connection_state import ConnectionState
 from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
+from routing.selectors import (
+    connection_state_columns,
+    connection_state_live,
+    connection_states_live,
+)
 from routing.services.connections import ERROR_FIELDS, EXPIRED_RETRY_FIELDS, SETTINGS_FIELDS
 
 
@@ -55,8 +65,25 @@ class ProviderSerializer(serializers.ModelSerializer[Provider]):
         return value
 
 
+class ProviderConnectionListSerializer(serializers.ListSerializer[ProviderConnection]):
+    """Many connections at once: their live states are read from the store together."""
+
+    def to_representation(  # type: ignore[override]  # as in the stubs: a list, not one
+        self, data: Manager[Any] | Iterable[Any]
+    ) -> list[Any]:
+        connections = list(data.all() if isinstance(data, Manager) else data)
+        states = connection_states_live(connections)
+        child = self.child
+        assert isinstance(child, ProviderConnectionSerializer)
+        return [child.represent(c, states[c.pk]) for c in connections]
+
+
 class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnection]):
-    """A connection; ``secret``/``refresh_secret`` are write-only (omitted keeps, "" clears)."""
+    """A connection; ``secret``/``refresh_secret`` are write-only (omitted keeps, "" clears).
+
+    The state fields (``ERROR_FIELDS``, ``cooldown_remaining_seconds``) show the live state:
+    the row is only its durable copy and may lag behind the state store.
+    """
 
     secret = _secret_field()
     refresh_secret = _secret_field()
@@ -86,6 +113,7 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
         # State changes only through the services (clear_error, reset_terminal).
         read_only_fields = (*ERROR_FIELDS, *EXPIRED_RETRY_FIELDS, "created_at", "updated_at")
         extra_kwargs = {"provider": {"help_text": "The provider's slug."}}
+        list_serializer_class = ProviderConnectionListSerializer
 
     def get_cooldown_remaining_seconds(self, obj: ProviderConnection) -> int:
         return cooldown_remaining_seconds(obj.rate_limited_until, timezone.now())
@@ -95,7 +123,14 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
         return stored if stored and value == mask_url_credentials(stored) else value
 
     def to_representation(self, instance: ProviderConnection) -> dict[str, Any]:
-        data = super().to_representation(instance)
+        return self.represent(instance, connection_state_live(instance))
+
+    def represent(self, instance: ProviderConnection, state: ConnectionState) -> dict[str, Any]:
+        """``instance`` with ``state`` in place of the row's state columns."""
+        shown = copy.copy(instance)  # only read for the representation, never saved
+        for name, value in connection_state_columns(state).items():
+            setattr(shown, name, value)
+        data = super().to_representation(shown)
         if data.get("proxy_url"):  # a proxy password is a secret too
             data["proxy_url"] = mask_url_credentials(data["proxy_url"])
         return data

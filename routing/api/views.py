@@ -25,6 +25,7 @@ from routing.api.serializers import (
     ProviderSerializer,
 )
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+from routing.selectors import connection_state_live
 from routing.services import (
     api_key_create,
     api_key_delete,
@@ -118,7 +119,8 @@ class ProviderConnectionViewSet(viewsets.ModelViewSet[ProviderConnection]):
         not in a terminal state)."""
         connection = self.get_object()
         if not connection_reset_terminal(connection=connection):
-            raise NotTerminal(f"The connection is {connection.test_status}, not terminal.")
+            status = connection_state_live(connection).test_status
+            raise NotTerminal(f"The connection is {status}, not terminal.")
         return Response(self.get_serializer(connection).data)
 
 

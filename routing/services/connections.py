@@ -8,6 +8,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
+from django.utils import timezone
 
 from resilience.domain.connection_state import ConnectionState
 from resilience.persistence import persistence_flush
@@ -17,6 +18,7 @@ from resilience.services.window_gate import window_gate_forget
 from resilience.state import get_store
 from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
 from routing.models import ProviderConnection
+from routing.selectors import connection_state_columns
 from routing.services._changes import announce_change
 
 ERROR_FIELDS = (
@@ -93,6 +95,14 @@ async def _forget_live_state(connection_id: int, provider: str) -> None:
 async def _live_state(connection_id: int, durable: ConnectionState) -> ConnectionState:
     return await connection_state_get(
         store=get_store(), connection_id=connection_id, durable=durable
+    )
+
+
+def connection_state_write(connection_id: int, state: ConnectionState) -> None:
+    """Write a connection's live cooldown and error state to its row (the write-through the
+    resilience layer queues; registered at start-up, see ``routing.apps``)."""
+    ProviderConnection.objects.filter(pk=connection_id).update(
+        **connection_state_columns(state), updated_at=timezone.now()
     )
 
 

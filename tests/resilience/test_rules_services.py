@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from resilience.domain.rules import ErrorRule, Restated, apply_restatement, match_error_rule
 from resilience.rules_models import OPERATOR_RULES_MAX, ProviderErrorRule, StatusRestatementRule
 from resilience.selectors_rules import rules_for_snapshot
+from resilience.services.config_version import config_local_version
 from resilience.services.rules import (
     error_rule_delete,
     error_rule_save,
@@ -21,7 +22,6 @@ from resilience.services.rules import (
     restatement_rule_save,
     rule_set_enabled,
 )
-from routing import snapshot
 from tests.resilience.rules_support import ORG, QUOTA_TEXT, SEED, SEEDED_ROWS
 
 # --- Database: seed, validation, services, selector ---------------------------------------------
@@ -41,10 +41,10 @@ def version_moves(
     """``version_moves(fn)``: run ``fn`` and its on-commit callbacks; did the snapshot move?"""
 
     def run(fn: Callable[[], object]) -> bool:
-        before = snapshot._holder.local_version
+        before = config_local_version()
         with django_capture_on_commit_callbacks(execute=True):
             fn()
-        return snapshot._holder.local_version != before
+        return config_local_version() != before
 
     return run
 

@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import ProtectedError
 from django.utils import timezone
 
+from resilience.services.config_version import config_local_version
 from routing.domain.keys import hash_key
 from routing.domain.vocabulary import Scope, Strategy
 from routing.domain.vocabulary import TestStatus as Status
@@ -25,7 +26,6 @@ from routing.services import (
     connection_save,
     provider_delete,
 )
-from routing.snapshot import _holder
 from tests.routing.conftest import UPSTREAM_SECRET
 
 pytestmark = pytest.mark.django_db
@@ -63,14 +63,14 @@ def test_connection_save_validates(provider: Provider) -> None:
 def test_service_invalidates_snapshot_only_after_commit(
     provider: Provider, django_capture_on_commit_callbacks: Any
 ) -> None:
-    before = _holder.local_version
+    before = config_local_version()
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         _new_connection(provider)
-        assert _holder.local_version == before
+        assert config_local_version() == before
 
     assert len(callbacks) == 1
-    assert _holder.local_version > before
+    assert config_local_version() > before
 
 
 @pytest.mark.parametrize(
@@ -86,10 +86,10 @@ def test_service_invalidates_snapshot_only_after_commit(
 def test_every_write_invalidates_the_snapshot(
     write: Any, connection: ProviderConnection, django_capture_on_commit_callbacks: Any
 ) -> None:
-    before = _holder.local_version
+    before = config_local_version()
     with django_capture_on_commit_callbacks(execute=True):
         write(connection)
-    assert _holder.local_version > before
+    assert config_local_version() > before
 
 
 def test_connection_clear_error_resets_state(connection: ProviderConnection) -> None:

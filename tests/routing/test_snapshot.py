@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import pytest
 from channels.db import database_sync_to_async
 
+from resilience.services.config_version import config_changed
 from routing.domain.config import ComboStep, ConfigSnapshot
 from routing.domain.keys import hash_key
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.selectors import config_snapshot_build
 from routing.services import api_key_create, combo_save, connection_save
-from routing.snapshot import config_changed, current_snapshot, snapshot_clear
+from routing.snapshot import current_snapshot, snapshot_clear
 from tests.routing.conftest import UPSTREAM_SECRET
 
 BACKUP_URL = "https://backup.example.com/v1/"

@@ -12,7 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from resilience.services.expired import (
+from routing.services.expired import (
     EXPIRED_RETRY_MAX,
     Recheck,
     RecheckOutcome,

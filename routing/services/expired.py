@@ -6,7 +6,8 @@ counts and schedules the next re-check 5, 10, then 20 minutes later. After the l
 re-check it stays expired until an operator resets it or its credentials change.
 
 Sync ORM and a blocking probe: run it from a thread (the management command, or the
-housekeeping's background task through ``database_sync_to_async``). Several gateway processes
+resilience housekeeping's background task, which runs ``expired_recheck_pass_now`` every minute
+once ``RoutingConfig.ready`` has registered it). Several gateway processes
 may run passes at once: each re-check first claims the connection with a compare-and-set on
 its retry fields, so only one process probes it per due time and no failure is counted twice.
 """
@@ -21,10 +22,11 @@ from enum import StrEnum
 
 import httpx
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from routing.domain.vocabulary import ProviderCategory, TestStatus, WireFormat
 from routing.models import ProviderConnection
-from routing.services import connection_clear_error
+from routing.services.connections import connection_clear_error
 
 logger = logging.getLogger(__name__)
 
@@ -154,3 +156,8 @@ def expired_recheck_pass(*, now: datetime, probe: Probe | None = None) -> list[R
     for result in results:
         logger.info("expired re-check of %s: %s", result.label, result.outcome)
     return results
+
+
+def expired_recheck_pass_now() -> list[Recheck]:
+    """One pass at the current time, with the default probe (the periodic background pass)."""
+    return expired_recheck_pass(now=timezone.now())

@@ -1,8 +1,8 @@
-"""Re-checks of expired OAuth connections (decision 12): selection, backoff, probe, command."""
+"""Re-checks of expired OAuth connections (decision 12): selection, backoff, probe, command,
+and the pass routing hands to the resilience housekeeping."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -15,9 +15,12 @@ from channels.db import database_sync_to_async
 from django.core.management import call_command
 
 from resilience.domain.connection_state import ConnectionState
-from resilience.services import expired, housekeeping
+from resilience.services import housekeeping
 from resilience.services.connections import connection_key, connection_state_get
-from resilience.services.expired import (
+from resilience.state import get_store
+from routing.models import Provider, ProviderConnection
+from routing.services import connection_save, expired
+from routing.services.expired import (
     EXPIRED_RETRY_MAX,
     RecheckOutcome,
     expired_recheck,
@@ -26,9 +29,6 @@ from resilience.services.expired import (
     expired_retry_delay,
     probe_models,
 )
-from resilience.state import get_store
-from routing.models import Provider, ProviderConnection
-from routing.services import connection_save
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SECRET = "oauth-access-token-123"
@@ -237,7 +237,7 @@ def test_default_probe_speaks_anthropic(upstream: list[httpx.Request], db: None)
     assert "authorization" not in upstream[0].headers
 
 
-# --- the command and the periodic task ----------------------------------------------------------
+# --- the command and the background pass ------------------------------------------------------
 
 
 @pytest.mark.usefixtures("store")
@@ -254,56 +254,6 @@ def test_command_runs_one_pass(oauth: Provider, monkeypatch: pytest.MonkeyPatch)
     assert lines[1].startswith("oauth-test/bad: still expired (re-check 1/3 failed, next at ")
     assert lines[2] == "Re-checked 2 expired connection(s)."
     assert ProviderConnection.objects.get(pk=bad.pk).expired_retry_count == 1
-
-
-@pytest.fixture
-def periodic(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """A fresh periodic state, a hand-moved monotonic clock (``clock[0]``), a fake pass."""
-    clock = [1_000.0]
-    monkeypatch.setattr(housekeeping, "_expired_recheck", housekeeping._Periodic())
-    monkeypatch.setattr(housekeeping.time, "monotonic", lambda: clock[0])
-    return clock
-
-
-async def test_periodic_pass_runs_every_60_s_in_the_background(
-    periodic: list[float], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    passes: list[datetime] = []
-    monkeypatch.setattr(housekeeping, "expired_recheck_pass", lambda *, now: passes.append(now))
-
-    for advance in (0, 59, 1, 30, 30):
-        periodic[0] += advance
-        housekeeping._maybe_recheck_expired()
-        task = housekeeping._expired_recheck.task
-        if task is not None:
-            await task
-
-    assert len(passes) == 2  # at 60 s and 120 s after the first request
-
-
-async def test_periodic_passes_never_overlap(
-    periodic: list[float], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    release = asyncio.Event()
-    started: list[int] = []
-
-    async def slow() -> None:
-        started.append(1)
-        await release.wait()
-
-    monkeypatch.setattr(housekeeping, "_recheck_expired", slow)
-    housekeeping._maybe_recheck_expired()
-    periodic[0] += 60
-    housekeeping._maybe_recheck_expired()
-    periodic[0] += 120
-    housekeeping._maybe_recheck_expired()
-    await asyncio.sleep(0)
-
-    assert started == [1]
-    release.set()
-    task = housekeeping._expired_recheck.task
-    assert task is not None
-    await task
 
 
 @pytest.mark.django_db(transaction=True)

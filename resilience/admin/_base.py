@@ -1,4 +1,5 @@
-"""Shared admin pieces: the service-calling base class and small form helpers."""
+"""Shared admin pieces (resilience and routing admins): the service-calling base class and small
+form helpers."""
 
 from __future__ import annotations
 
