@@ -7,9 +7,12 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
+from resilience.api.health import ReadinessApi
+
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("readyz", ReadinessApi.as_view(), name="readyz"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("resilience.api.urls")),
     path("api/", include("routing.api.urls")),

@@ -1,29 +1,48 @@
-"""``/api/monitoring/health`` and ``/api/resilience/reset``: breaker health and resets."""
+"""``/api/monitoring/health``, ``/api/resilience/reset`` and ``/readyz``.
+
+Health reports ``degraded`` while a provider breaker is open or while the state store serves
+from process-local state because Redis is unreachable (spec decision 18). Readiness depends on
+the database only: a Redis outage never makes the gateway "not ready".
+
+Routing owns the configured breaker policies; it hands them in with ``set_policy_source`` when
+the app is ready, so this module never imports routing. The operator check is the management
+API's default permission (``DEFAULT_PERMISSION_CLASSES``).
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
+from django.db import DatabaseError, connection
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from resilience.domain.breaker import BreakerPolicy
+from resilience.services.lockouts import LockView, lockout_list
 from resilience.services.operations import (
     breaker_statuses,
     breakers_reset,
     health_status,
     timestamp,
 )
-from resilience.state import get_store
-from routing.api.auth import IsOperator
-from routing.snapshot import current_snapshot
+from resilience.state import (
+    get_store,
+    store_backend,
+    store_degraded_reason,
+    store_degraded_since,
+)
+from resilience.store import StateStore
 
 CACHE_SECONDS = 1.0
 DEGRADED: dict[str, Any] = {
@@ -31,8 +50,36 @@ DEGRADED: dict[str, Any] = {
     "error": "Health check partially unavailable",
     "providerBreakers": [],
     "windowGate": {},
+    "lockouts": [],
 }
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HealthPolicies:
+    """What health needs from the routing configuration: breaker policies by provider."""
+
+    breakers: dict[str, BreakerPolicy] = field(default_factory=dict)
+    default: BreakerPolicy = field(default_factory=BreakerPolicy)
+    window_gate_enabled: bool = False
+
+
+PolicySource = Callable[[], Awaitable[HealthPolicies]]
+
+
+async def _no_policies() -> HealthPolicies:
+    return HealthPolicies()
+
+
+class _Sources:
+    """The policy source routing registered (defaults until it does)."""
+
+    policies: PolicySource = _no_policies
+
+
+def set_policy_source(source: PolicySource) -> None:
+    """Routing hands in its current breaker policies (called from ``RoutingConfig.ready``)."""
+    _Sources.policies = source
 
 
 class _HealthCache:
@@ -57,38 +104,84 @@ class _HealthCache:
 _cache = _HealthCache()
 
 
-async def _full_payload() -> dict[str, Any]:
-    store = get_store()
-    snapshot = await current_snapshot()
-    statuses = await breaker_statuses(
-        store=store,
-        policies=snapshot.breaker_policies,
-        default=snapshot.breaker_policy(""),
-    )
+def _store_section(store: StateStore) -> dict[str, Any]:
+    reason = store_degraded_reason(store)
+    since = store_degraded_since(store)
     return {
-        "status": health_status(statuses),
-        "timestamp": timestamp(store.clock()),
-        "providerBreakers": statuses,
-        "windowGate": {"enabled": bool(snapshot.gate_policies)},
+        "backend": store_backend(store),
+        "degraded": reason is not None,
+        "reason": reason,
+        "since": None if since is None else timestamp(since),
     }
 
 
+def _lockout_item(lock: LockView) -> dict[str, Any]:
+    return {
+        "provider": lock.provider,
+        "connectionId": lock.connection_id,
+        "model": lock.model,
+        "reason": lock.reason,
+        "remainingMs": lock.remaining_ms,
+        "until": int(lock.until * 1000),
+        "failureCount": lock.failure_count,
+    }
+
+
+def _with_store_status(payload: dict[str, Any], store: dict[str, Any]) -> dict[str, Any]:
+    """``payload`` with the store section; while the store is degraded, so is the status."""
+    payload = payload | {"store": store}
+    if store["degraded"]:
+        reason = f"state store unreachable: {store['reason']}; serving from process-local state"
+        payload |= {"status": "degraded", "reason": reason}
+    return payload
+
+
+async def _full_payload() -> dict[str, Any]:
+    store = get_store()
+    policies = await _Sources.policies()
+    statuses = await breaker_statuses(
+        store=store, policies=policies.breakers, default=policies.default
+    )
+    locks = await lockout_list(store=store)
+    payload = {
+        "status": health_status(statuses),
+        "timestamp": timestamp(store.clock()),
+        "providerBreakers": statuses,
+        "windowGate": {"enabled": policies.window_gate_enabled},
+        "lockouts": [_lockout_item(lock) for lock in locks],
+    }
+    # Read last: the calls above are what notices an outage (or the recovery).
+    return _with_store_status(payload, _store_section(store))
+
+
 def health_payload() -> dict[str, Any]:
-    """The full health payload, cached for one second; degraded, never an error (§2.9)."""
+    """The full health payload, cached for one second (but rebuilt at once when the store
+    became degraded or recovered since); degraded, never an error (§2.9)."""
     cached = _cache.fresh()
-    if cached is not None:
+    store_degraded = store_degraded_reason(get_store()) is not None
+    if cached is not None and cached["store"]["degraded"] == store_degraded:
         return cached
     try:
         return _cache.keep(async_to_sync(_full_payload)())
     except Exception:
         logger.exception("health payload unavailable")
-        return DEGRADED | {"timestamp": timestamp(time.time())}
+        fallback = DEGRADED | {"timestamp": timestamp(time.time())}
+        return _with_store_status(fallback, _store_section(get_store()))
+
+
+def _operator_permissions() -> list[BasePermission]:
+    """The management API's default permissions: who counts as an operator."""
+    classes = cast("list[type[BasePermission]]", api_settings.DEFAULT_PERMISSION_CLASSES)
+    return [permission() for permission in classes]
 
 
 class HealthApi(APIView):
     """Anyone gets the status; an operator also gets every breaker. DELETE resets them all."""
 
-    permission_classes = [AllowAny]
+    def get_permissions(self) -> list[BasePermission]:
+        if self.request.method in SAFE_METHODS:
+            return [AllowAny()]
+        return _operator_permissions()
 
     def perform_authentication(self, request: Request) -> None:
         # A probe presenting a stale key still gets the status: treat it as anonymous.
@@ -100,14 +193,11 @@ class HealthApi(APIView):
     @extend_schema(responses={200: OpenApiResponse(description="Health and breaker states")})
     def get(self, request: Request) -> Response:
         payload = health_payload()
-        if not IsOperator().has_permission(request, self):
-            return Response({"status": payload["status"]})
-        return Response(payload)
+        operator = all(p.has_permission(request, self) for p in _operator_permissions())
+        return Response(payload if operator else {"status": payload["status"]})
 
     @extend_schema(responses={200: OpenApiResponse(description="Breakers reset and forgotten")})
     def delete(self, request: Request) -> Response:
-        if not IsOperator().has_permission(request, self):
-            self.permission_denied(request, message=IsOperator.message)
         count = breakers_reset(forget=True)
         _cache.drop()
         message = f"Reset {count} circuit breaker(s) to healthy state"
@@ -124,3 +214,34 @@ class BreakerResetApi(APIView):
         return Response(
             {"ok": True, "resetCount": count, "message": f"Reset {count} circuit breaker(s)"}
         )
+
+
+def database_error() -> str | None:
+    """Why the database does not answer a trivial query; ``None`` when it does."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except DatabaseError as error:
+        return f"{type(error).__name__}: {error}".strip()
+    return None
+
+
+class ReadinessApi(APIView):
+    """``GET /readyz``: 200 when the database answers, else 503. Redis is never consulted."""
+
+    authentication_classes: list[type[Any]] = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(description="Ready: the database answers"),
+            503: OpenApiResponse(description="Not ready: the database does not answer"),
+        }
+    )
+    def get(self, request: Request) -> Response:
+        error = database_error()
+        if error is None:
+            return Response({"status": "ready"})
+        logger.warning("not ready: the database does not answer (%s)", error)
+        return Response({"status": "not ready", "reason": error}, status=503)

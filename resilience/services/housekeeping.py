@@ -3,7 +3,14 @@
 Called from the proxy on each request; each call is a dictionary lookup and a clock read
 unless a chore is due, and the chores themselves run once per process (restore) or in the
 background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-check pass
-(``resilience.services.expired``) every ``EXPIRED_RECHECK_INTERVAL_SECONDS``.
+(routing's, handed in through ``register_expired_recheck``) every
+``EXPIRED_RECHECK_INTERVAL_SECONDS``.
+
+The breakers persisted in the database are restored into the store again whenever the store
+may have lost them: when Redis answers again after an outage (the store's recovery callback),
+and when Redis lost its data without an outage (restarted empty, flushed).  The latter shows
+as a missing restore marker, a key written after every restore and checked every
+``MARKER_CHECK_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -11,31 +18,44 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
-
-from django.utils import timezone
 
 from resilience.db import db_sync_to_async
 from resilience.persistence import persisted_breakers
 from resilience.services.breakers import breaker_restore, breaker_sweep
-from resilience.services.expired import Recheck, expired_recheck_pass
 from resilience.store import StateStore
+from resilience.store.resilient import ResilientStore
 
 logger = logging.getLogger(__name__)
 SWEEP_INTERVAL_SECONDS = 300.0
 EXPIRED_RECHECK_INTERVAL_SECONDS = 60.0
+MARKER_CHECK_INTERVAL_SECONDS = 10.0
+RESTORE_MARKER_KEY = "housekeeping:restored"
 
 _restores: dict[int, asyncio.Future[int]] = {}
-_last_sweep: dict[int, float] = {}
 _background: set[asyncio.Task[object]] = set()
 
 
 @dataclass(slots=True)
-class _Periodic:
-    """A per-process periodic pass: when it last started, and the task while it runs."""
+class _StoreChores:
+    """When one store was last checked for lost data and swept, and the task while it runs."""
 
+    checked_at: float
+    swept_at: float
+    task: asyncio.Task[object] | None = None
+
+
+_store_chores: dict[int, _StoreChores] = {}
+
+
+@dataclass(slots=True)
+class _Periodic:
+    """A per-process periodic pass: what it runs (sync, blocking), when it last started, and
+    the task while it runs."""
+
+    run: Callable[[], object] | None = None
     last_started: float | None = None
     task: asyncio.Task[object] | None = None
 
@@ -43,12 +63,39 @@ class _Periodic:
 _expired_recheck = _Periodic()
 
 
-async def _restore(store: StateStore) -> int:
+def register_expired_recheck(run_pass: Callable[[], object]) -> None:
+    """Run ``run_pass`` every ``EXPIRED_RECHECK_INTERVAL_SECONDS`` in the background.
+
+    Routing owns the connections and the probe, so ``RoutingConfig.ready`` hands its pass in;
+    a second registration replaces the first. Nothing runs until one is registered.
+    """
+    _expired_recheck.run = run_pass
+
+
+async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
     rows = await db_sync_to_async(persisted_breakers)()
-    restored = await breaker_restore(store=store, rows=rows)
+    restored = await breaker_restore(store=store, rows=rows, overwrite=overwrite)
+    await store.set(RESTORE_MARKER_KEY, True)
     if restored:
         logger.info("restored %d breaker(s) from the database", restored)
     return restored
+
+
+@dataclass(frozen=True, slots=True)
+class _RestoreOnRecovery:
+    """The recovery callback of one store (equal for the same store: registered once)."""
+
+    store: StateStore
+
+    async def __call__(self) -> None:
+        await _restore(self.store, overwrite=True)  # decision 18: the database wins
+
+
+def _watch_recovery(store: StateStore) -> None:
+    """Restore again each time a Redis-backed store reconnects after an outage: Redis may
+    have lost the breakers, and what was recorded meanwhile lived only in this process."""
+    if isinstance(store, ResilientStore):
+        store.on_recovered(_RestoreOnRecovery(store))
 
 
 async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
@@ -59,11 +106,12 @@ async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
     """
     restore = _restores.get(id(store))
     if restore is None or restore.get_loop() is not asyncio.get_running_loop():
+        _watch_recovery(store)
         restore = _restores[id(store)] = asyncio.ensure_future(_restore(store))
     if not restore.done():
         await asyncio.shield(restore)
     if chores:
-        _maybe_sweep(store)
+        _maybe_check_store(store)
         _maybe_recheck_expired()
 
 
@@ -74,17 +122,45 @@ def _in_background(work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
     return task
 
 
-def _maybe_sweep(store: StateStore) -> None:
+def _maybe_check_store(store: StateStore) -> None:
+    """Every ``MARKER_CHECK_INTERVAL_SECONDS`` (the first one interval after the first
+    request), check the restore marker in the background, sweeping every
+    ``SWEEP_INTERVAL_SECONDS``; never two checks of one store at once."""
     now = time.monotonic()
-    if now - _last_sweep.setdefault(id(store), now) < SWEEP_INTERVAL_SECONDS:
+    chores = _store_chores.get(id(store))
+    if chores is None:
+        _store_chores[id(store)] = _StoreChores(checked_at=now, swept_at=now)
         return
-    _last_sweep[id(store)] = now
-    _in_background(breaker_sweep(store=store))
+    if now - chores.checked_at < MARKER_CHECK_INTERVAL_SECONDS:
+        return
+    if chores.task is not None and not chores.task.done():
+        return
+    chores.checked_at = now
+    sweep = now - chores.swept_at >= SWEEP_INTERVAL_SECONDS
+    if sweep:
+        chores.swept_at = now
+    chores.task = _in_background(_check_store(store, sweep=sweep))
+
+
+async def _check_store(store: StateStore, *, sweep: bool) -> None:
+    try:
+        if await store.get(RESTORE_MARKER_KEY) is None:
+            logger.warning(
+                "the state store lost its data (Redis restarted or flushed, or the process "
+                "serves from local state): restoring breakers from the database"
+            )
+            await _restore(store)
+        if sweep:
+            await breaker_sweep(store=store)
+    except Exception:
+        logger.exception("state store check failed")
 
 
 def _maybe_recheck_expired() -> None:
     """Start an expired re-check pass every interval; never two at once (probes can be slow)."""
     now, periodic = time.monotonic(), _expired_recheck
+    if periodic.run is None:
+        return
     if periodic.last_started is None:
         periodic.last_started = now  # the first pass is one interval after the first request
     running = periodic.task is not None and not periodic.task.done()
@@ -94,14 +170,13 @@ def _maybe_recheck_expired() -> None:
     periodic.task = _in_background(_recheck_expired())
 
 
-def _expired_pass_now() -> list[Recheck]:
-    return expired_recheck_pass(now=timezone.now())
-
-
 async def _recheck_expired() -> None:
     # Not thread-sensitive: the probes block on the network, and clearing a connection waits
     # for the breaker/connection write-through, which runs on Django's single sync thread.
+    run = _expired_recheck.run
+    if run is None:
+        return
     try:
-        await db_sync_to_async(_expired_pass_now, thread_sensitive=False)()
+        await db_sync_to_async(run, thread_sensitive=False)()
     except Exception:
         logger.exception("expired re-check pass failed")

@@ -30,6 +30,13 @@ Key layout (everything starts with ``prefix``):
 A ``redis.asyncio`` client is bound to the event loop that first used it, so the store keeps
 one client (with its own blocking connection pool) per running loop, created lazily.  Call
 ``close()`` from each loop that used the store before that loop ends.
+
+Connections: a pooled connection that went stale (the server restarted or closed it) fails
+with ``ConnectionError`` on its next use; the command is then retried once on a fresh
+connection, so the first call after a restart succeeds.  Timeouts are not retried.  Socket
+timeouts are short (``socket_timeout``, 2 s): every command here is small, and a caller that
+needs a tighter bound (``ResilientStore``) cancels the call, which drops its connection rather
+than returning it to the pool with an unread reply.
 """
 
 from __future__ import annotations
@@ -48,7 +55,10 @@ from typing import cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError, WatchError
 from redis.typing import EncodableT, FieldT
 
@@ -59,6 +69,7 @@ from .redis_scripts import SCRIPTS
 RECORD, WINDOW, SEMAPHORE = "r:", "w:", "s:"
 BACKSTOP_SECONDS = 60.0
 SCAN_COUNT = 500
+POOL_WAIT_SECONDS = 5.0  # how long a call waits for a free pooled connection
 
 
 def _num(value: float) -> str:
@@ -125,7 +136,7 @@ class RedisStore(StateStore):
         clock: Clock = time.time,
         max_update_retries: int = 100,
         max_connections: int = 64,
-        socket_timeout: float = 5.0,
+        socket_timeout: float = 2.0,
     ) -> None:
         self.url = url
         self.prefix = prefix
@@ -142,9 +153,12 @@ class RedisStore(StateStore):
         pool = BlockingConnectionPool.from_url(
             self.url,
             max_connections=self.max_connections,
-            timeout=self.socket_timeout * 2,
+            timeout=max(POOL_WAIT_SECONDS, self.socket_timeout * 2),
             socket_timeout=self.socket_timeout,
             socket_connect_timeout=self.socket_timeout,
+            # A stale pooled connection (server restarted) is dropped and the command retried
+            # once on a new one; a timeout is not retried (it would only double the wait).
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         client = Redis.from_pool(pool)
         scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}

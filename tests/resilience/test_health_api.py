@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 HEALTH = "/api/monitoring/health"
 RESET = "/api/resilience/reset"
-PAYLOAD_KEYS = {"status", "timestamp", "providerBreakers", "windowGate"}
+PAYLOAD_KEYS = {"status", "timestamp", "providerBreakers", "windowGate", "store", "lockouts"}
 
 
 def states(store: StateStore) -> dict[str, str]:
