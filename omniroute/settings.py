@@ -133,6 +133,12 @@ UPSTREAM_CONNECT_TIMEOUT_SECONDS = env_float(
 UPSTREAM_READ_TIMEOUT_SECONDS = env_float("OMNIROUTE_UPSTREAM_READ_TIMEOUT", 120.0, minimum=0.001)
 UPSTREAM_MAX_CONNECTIONS = env_int("OMNIROUTE_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
 CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
+# A non-streaming upstream body larger than this is a failed attempt (spec: garbage is a failure).
+MAX_UPSTREAM_BODY_BYTES = env_int(
+    "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES", 32 * 1024 * 1024, minimum=1024
+)
+# Every state-store call is bounded by this; past it the process-local fallback serves (spec 18).
+STORE_TIMEOUT_MS = env_int("OMNIROUTE_STORE_TIMEOUT_MS", 50, minimum=1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -168,7 +174,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Nothing credential-shaped reaches the log (spec decision 19).
+    "filters": {"scrub": {"()": "resilience.logging.ScrubbingFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub"]}
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "daphne": {"level": "WARNING"},

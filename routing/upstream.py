@@ -4,6 +4,11 @@ In production requests run on ``httpx-aiohttp``'s transport (aiohttp's connectio
 several times cheaper per request than httpx's own at concurrency); tests pass their own
 transport, typically ``httpx.MockTransport``. Every request has explicit timeouts. Nothing of
 the client's request headers is copied: upstream headers are built here from the connection.
+
+A 2xx the client could not use is a failed attempt (a 502 the loop fails over on), never a
+success: a plain answer that is not a JSON object or is larger than
+``MAX_UPSTREAM_BODY_BYTES`` (read incrementally, never past the cap), and a stream answer
+labelled JSON/HTML or whose first bytes do not start like server-sent events.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 
 import aiohttp
 import httpx
+import orjson
 from django.conf import settings
 from httpx_aiohttp import AiohttpTransport
 
@@ -25,6 +31,40 @@ from routing.domain.vocabulary import WireFormat
 ERROR_BODY_LIMIT_BYTES = 64 * 1024
 RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remaining-requests")
 USER_AGENT = "OmniRoute/0.1"
+
+# Garbage is a failure: a 2xx the client could not use is a 502 the attempt loop fails over on.
+SSE_CONTENT_TYPE = "text/event-stream"
+_SSE_STARTS = (b"data:", b"event:", b":", b"id:", b"retry:")
+_SSE_HEAD_BYTES = max(map(len, _SSE_STARTS))
+_NOT_STREAM_SUFFIXES = ("json", "html", "xml")
+_BOM = b"\xef\xbb\xbf"
+_JSON_WHITESPACE = b" \t\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Garbage:
+    """A 2xx answer the client cannot use, as the 502 it becomes."""
+
+    code: str
+    message: str
+    detail: str
+
+
+MALFORMED = _Garbage(
+    "upstream_malformed_response",
+    "The upstream answered 200 with a body that is not JSON.",
+    "malformed",
+)
+MALFORMED_STREAM = _Garbage(
+    "upstream_malformed_response",
+    "The upstream answered 200 with a stream that is not server-sent events.",
+    "malformed",
+)
+TOO_LARGE = _Garbage(
+    "upstream_response_too_large",
+    "The upstream answer exceeds the gateway's limit on upstream bodies.",
+    "too large",
+)
 
 
 def default_timeout() -> dict[str, float]:
@@ -164,16 +204,89 @@ async def _read(
         )  # fmt: skip
         return outcome, None
     if not stream:
-        body = await response.aread()
+        whole = await _read_capped(response)
         await response.aclose()
-        reply = UpstreamReply(response.status_code, content_type, body)
+        if whole is None:
+            return _garbage(TOO_LARGE, started), None
+        if not _is_json_object(whole):
+            return _garbage(MALFORMED, started), None
+        reply = UpstreamReply(response.status_code, content_type, whole)
     else:
+        if _not_a_stream(response.headers.get("content-type", "")):
+            await response.aclose()
+            return _garbage(MALFORMED_STREAM, started), None
         # Wait for the first chunk before committing: a failure before it can still fail over.
         chunks = _raw_chunks(response)
-        first = await anext(chunks, b"")
+        first = await _sse_head(chunks)
+        if first is None:
+            await response.aclose()
+            return _garbage(MALFORMED_STREAM, started), None
         reply = UpstreamReply(response.status_code, content_type, first, response, chunks)
     outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
     return outcome, reply
+
+
+def _garbage(garbage: _Garbage, started: float) -> Outcome:
+    error = {"message": garbage.message, "type": "upstream_error", "code": garbage.code}
+    body = orjson.dumps({"error": error})
+    headers = {"content-type": "application/json"}
+    return Outcome(OutcomeKind.HTTP_ERROR, 502, headers, body, garbage.detail, _elapsed_ms(started))
+
+
+def _not_a_stream(content_type: str) -> bool:
+    """A JSON or HTML answer to a stream request, rejected unread. Other types are judged by
+    their first chunk: some servers label a well-formed event stream ``text/plain``."""
+    media = content_type.partition(";")[0].strip().lower()
+    return media != SSE_CONTENT_TYPE and media.endswith(_NOT_STREAM_SUFFIXES)
+
+
+def _is_json_object(body: bytes) -> bool:
+    if not body.lstrip(_JSON_WHITESPACE).startswith(b"{"):  # HTML, empty: no parse needed
+        return False
+    try:
+        return isinstance(orjson.loads(body), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+async def _read_capped(response: httpx.Response) -> bytes | None:
+    """The whole body, or ``None`` once it passes ``MAX_UPSTREAM_BODY_BYTES`` (not read on)."""
+    cap: int = settings.MAX_UPSTREAM_BODY_BYTES
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > cap:
+        return None
+    try:
+        content = response.content  # built already read, as tests may
+    except httpx.ResponseNotRead:
+        pass
+    else:
+        return content if len(content) <= cap else None
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > cap:
+            return None
+        parts.append(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+async def _sse_head(chunks: AsyncIterator[bytes]) -> bytes | None:
+    """The first chunk(s) of a stream, or ``None`` when they do not start like SSE.
+
+    Usually one chunk decides; a first chunk cut inside the leading field name (``da``) or
+    holding only blank lines waits for the next one (up to ``ERROR_BODY_LIMIT_BYTES``).
+    """
+    head = b""
+    async for chunk in chunks:  # no aclose on return: the relay goes on with ``chunks``
+        head += chunk
+        start = head.removeprefix(_BOM).lstrip(_JSON_WHITESPACE)
+        if start.startswith(_SSE_STARTS):
+            return head
+        undecided = len(start) < _SSE_HEAD_BYTES and any(s.startswith(start) for s in _SSE_STARTS)
+        if not undecided or len(head) > ERROR_BODY_LIMIT_BYTES:
+            return None
+    return None
 
 
 def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
+
+from resilience.domain.scrub import scrub, scrub_bytes
 
 
 class GatewayError(Exception):
@@ -39,16 +42,38 @@ def error_body(message: str, error_type: str, code: str | None, **extra: Any) ->
     return orjson.dumps(payload)
 
 
-def upstream_error_body(status: int, raw: bytes) -> bytes:
-    """An upstream error relayed in OpenAI shape: kept when already shaped, wrapped otherwise."""
+def upstream_error_body(status: int, raw: bytes, secrets: Iterable[str | None] = ()) -> bytes:
+    """An upstream error relayed in OpenAI shape: kept when already shaped, wrapped otherwise.
+
+    Either way scrubbed (decision 19): ``secrets`` (the connection's own) and anything shaped
+    like a credential become ``[redacted]``.
+    """
+    secrets = _with_json_forms(secrets)
+    if _is_shaped(raw):
+        scrubbed = scrub_bytes(raw, secrets)
+        if scrubbed is raw or _is_shaped(scrubbed):
+            return scrubbed
+    # Scrub before cutting: a secret cut in half would no longer be recognised.
+    text = scrub(raw.decode("utf-8", "replace"), secrets).strip()[:2000]
+    message = text or f"Upstream answered HTTP {status}"
+    return error_body(message, _error_type_for(status), f"upstream_{status}")
+
+
+def _with_json_forms(secrets: Iterable[str | None]) -> list[str]:
+    """Each secret, and its JSON-escaped form where an encoder may write it differently."""
+    forms = [secret for secret in secrets if secret]
+    forms += [orjson.dumps(s).decode()[1:-1] for s in forms if '"' in s or "\\" in s]
+    forms += [s.replace("/", "\\/") for s in forms if "/" in s]
+    return forms
+
+
+def _is_shaped(raw: bytes) -> bool:
+    """Whether ``raw`` is already ``{"error": {...}}``."""
     try:
         parsed = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
-        return raw
-    text = raw.decode("utf-8", "replace").strip()[:2000] or f"Upstream answered HTTP {status}"
-    return error_body(text, _error_type_for(status), f"upstream_{status}")
+        return False
+    return isinstance(parsed, dict) and isinstance(parsed.get("error"), dict)
 
 
 def _error_type_for(status: int) -> str:
