@@ -1,8 +1,11 @@
-"""Write-through of breaker state to ``domain_circuit_breakers`` (best effort, in order).
+"""Write-through of breaker and connection state to the database (best effort, in order).
 
-Writes are queued from async code as background tasks on Django's single sync thread, so they
-run in the order they were made and never hold up the request that caused them. A failed write
-is logged and dropped: the state store stays authoritative while the process lives.
+Writes are queued from async code as tasks on Django's single sync thread, so they run in the
+order they were made. Most never hold up the request that caused them; the durable ones
+(a breaker opening, a terminal state, an upstream-hinted cooldown) are awaited before the
+answer is returned (spec decision 18). A failed write is logged and dropped: the state store
+stays authoritative while the process lives. Breakers are ours (``domain_circuit_breakers``);
+connection rows belong to routing, which registers the writer.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ def policy_to_dict(policy: BreakerPolicy) -> dict[str, Any]:
         "maxBackoffMultiplier": policy.max_backoff_multiplier,
         "backoffEscalationCount": policy.backoff_escalation_count,
         "cooldownByKind": dict(policy.cooldown_by_kind),
+        "windowMs": round(policy.window * 1000),
+        "minimumCalls": policy.minimum_calls,
+        "failureRatePercent": policy.failure_rate_percent,
     }
 
 
@@ -47,6 +53,9 @@ def policy_from_dict(data: Any) -> BreakerPolicy:
             max_backoff_multiplier=int(data["maxBackoffMultiplier"]),
             backoff_escalation_count=int(data["backoffEscalationCount"]),
             cooldown_by_kind=dict(data.get("cooldownByKind") or {}),
+            window=int(data.get("windowMs", 60_000)) / 1000,
+            minimum_calls=int(data.get("minimumCalls", 10)),
+            failure_rate_percent=int(data.get("failureRatePercent", 50)),
         )
     except (KeyError, TypeError, ValueError):
         return BreakerPolicy()
@@ -78,21 +87,25 @@ def _run(fn: Callable[..., None], *args: Any) -> None:
     try:
         fn(*args)
     except Exception:
-        logger.exception("breaker write-through failed (%s)", fn.__name__)
+        logger.exception("write-through failed (%s)", getattr(fn, "__name__", fn))
 
 
-def _schedule(fn: Callable[..., None], *args: Any) -> None:
+def _schedule(fn: Callable[..., None], *args: Any) -> asyncio.Task[None]:
     task = asyncio.get_running_loop().create_task(db_sync_to_async(_run)(fn, *args))
     _pending.add(task)
     task.add_done_callback(_pending.discard)
+    return task
 
 
-def persist_breaker(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> None:
-    """Queue the write of ``breaker``'s current state (with its policy, when known)."""
+def persist_breaker(
+    name: str, breaker: Breaker, policy: BreakerPolicy | None
+) -> asyncio.Task[None]:
+    """Queue the write of ``breaker``'s current state (with its policy, when known). Await the
+    task for a write that must land before the answer (spec decision 18: an opening)."""
     data = breaker.to_dict()
     if policy is not None:
         data["policy"] = policy_to_dict(policy)
-    _schedule(_save_row, name, data)
+    return _schedule(_save_row, name, data)
 
 
 def persist_breaker_deleted(name: str) -> None:
@@ -107,32 +120,35 @@ async def persistence_flush() -> None:
         await asyncio.gather(*mine, return_exceptions=True)
 
 
+ConnectionWriter = Callable[[int, ConnectionState], None]
+
+
+class _Writers:
+    """The owner of the connection rows hands in its writer (resilience never imports
+    routing: the layers point one way)."""
+
+    connection: ConnectionWriter | None = None
+
+
+def register_connection_writer(writer: ConnectionWriter) -> None:
+    """Routing's write of a connection's cooldown and error columns (sync, one UPDATE)."""
+    _Writers.connection = writer
+
+
 def _save_connection_state(connection_id: int, data: dict[str, Any]) -> None:
-    # Through the app registry: the row is routing's model, and routing depends on resilience.
-    from django.apps import apps
-    from django.utils import timezone
-
-    state = ConnectionState.from_dict(data)
-    model = apps.get_model("routing", "ProviderConnection")
-    model.objects.filter(pk=connection_id).update(
-        test_status=state.test_status,
-        rate_limited_until=_aware(state.rate_limited_until),
-        backoff_level=state.backoff_level,
-        last_error=state.last_error,
-        last_error_at=_aware(state.last_error_at),
-        last_error_type=state.last_error_type,
-        error_code=state.error_code,
-        updated_at=timezone.now(),
-    )
+    writer = _Writers.connection
+    if writer is None:
+        logger.warning(
+            "no connection writer registered: connection %s not persisted", connection_id
+        )
+        return
+    writer(connection_id, ConnectionState.from_dict(data))
 
 
-def _aware(epoch: float | None) -> dt.datetime | None:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC) if epoch is not None else None
-
-
-def persist_connection_state(connection_id: int, state: ConnectionState) -> None:
-    """Queue the write of a connection's cooldown and error columns."""
-    _schedule(_save_connection_state, connection_id, state.to_dict())
+def persist_connection_state(connection_id: int, state: ConnectionState) -> asyncio.Task[None]:
+    """Queue the write of a connection's cooldown and error columns. Await the task for a write
+    that must land before the answer (spec decision 18: terminal states, hinted cooldowns)."""
+    return _schedule(_save_connection_state, connection_id, state.to_dict())
 
 
 def persisted_breakers() -> dict[str, dict[str, Any]]:

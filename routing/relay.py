@@ -29,6 +29,8 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
     if target is not None:
         parts += [f"provider={target.provider.slug}", f"connection={target.connection.id}"]
     parts += [f"latency_ms={latency_ms}", f"attempts={len(context.attempts)}"]
+    if context.panic:  # every target was excluded by self-set timers (spec decision 15)
+        parts.append("panic=1")
     if context.exclusions:
         parts.append("excluded=" + ",".join(e.describe() for e in context.exclusions))
     return "; ".join(parts).encode()
@@ -69,7 +71,9 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         if outcome.client_retry_after is not None:
             relayed["retry-after"] = outcome.client_retry_after
         headers += [(name.encode(), value.encode()) for name, value in relayed.items()]
-        return outcome.status, upstream_error_body(outcome.status, outcome.body), headers
+        secret = context.attempts[-1][0].connection.secret  # the failing attempt's own key
+        body = upstream_error_body(outcome.status, outcome.body, (secret,))
+        return outcome.status, body, headers
     if outcome.kind is OutcomeKind.TIMEOUT:
         message = f"The upstream did not answer in time ({outcome.detail})."
         return 504, error_body(message, "upstream_error", "upstream_timeout"), headers

@@ -20,6 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
+from resilience.admin._base import ModelAdminBase, human_seconds
 from resilience.models import ModelCooldown
 from resilience.services.lockout_operations import (
     LabelledLock,
@@ -27,7 +28,6 @@ from resilience.services.lockout_operations import (
     lockouts_clear,
     lockouts_unlock,
 )
-from routing.admin._base import ModelAdminBase, human_seconds
 
 TEMPLATE = "admin/resilience/model_cooldowns.html"
 
@@ -42,6 +42,7 @@ class CooldownRow:
     model: str
     exact: bool
     reason: str
+    timer: str
     failure_count: int
     expires_at: dt.datetime
     remaining: str
@@ -56,6 +57,7 @@ def _row(labelled: LabelledLock) -> CooldownRow:
         model=lock.model,
         exact=lock.exact,
         reason=lock.reason,
+        timer=lock.timer or "unknown",
         failure_count=lock.failure_count,
         expires_at=dt.datetime.fromtimestamp(lock.until, dt.UTC),
         remaining=human_seconds(math.ceil(lock.remaining_ms / 1000)),

@@ -38,6 +38,7 @@ def _item(row: LabelledLock) -> dict[str, Any]:
         "accountLabel": row.account_label,
         "model": lock.model,
         "reason": lock.reason,
+        "timerClass": lock.timer or "unknown",
         "remainingMs": lock.remaining_ms,
         "failureCount": lock.failure_count,
         "lockedAt": _iso(lock.locked_at),
@@ -56,6 +57,10 @@ class ModelCooldownItemSerializer(serializers.Serializer[Any]):
     accountLabel = serializers.CharField(help_text="The connection's name.")
     model = serializers.CharField()
     reason = serializers.CharField()
+    timerClass = serializers.CharField(
+        help_text="self_set (transient failures: capped, panic may override), upstream_hinted, "
+        "quota, operator, or unknown."
+    )
     remainingMs = serializers.IntegerField()
     failureCount = serializers.IntegerField()
     lockedAt = serializers.DateTimeField()

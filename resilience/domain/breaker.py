@@ -43,8 +43,9 @@ from resilience.domain.breaker_codec import (
     transition_to_dict,
     transitions_from,
 )
+from resilience.domain.breaker_policy import HINT_COOLDOWNS, BreakerPolicy
 from resilience.domain.breaker_state import BreakerState, FailureKind, Permit, Transition
-from resilience.domain.profiles import ProviderProfile
+from resilience.domain.breaker_window import FailureWindow
 
 __all__ = [
     "HINT_COOLDOWNS",
@@ -56,59 +57,6 @@ __all__ = [
     "Permit",
     "Transition",
 ]
-HINT_COOLDOWNS: Mapping[str, float] = {"rate_limit": 60.0, "quota_exhausted": 3600.0}
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerPolicy:
-    """How a breaker trips and recovers; times in seconds."""
-
-    failure_threshold: int = 5
-    reset_timeout: float = 30.0
-    half_open_requests: int = 1
-    degradation_threshold: int | None = None  # None: ceil(60 % of failure_threshold), min 1
-    max_backoff_multiplier: int = 16
-    backoff_escalation_count: int = 3
-    cooldown_by_kind: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.failure_threshold < 1 or self.half_open_requests < 1:
-            raise ValueError("failure_threshold and half_open_requests must be at least 1")
-        if self.reset_timeout < 0 or self.max_backoff_multiplier < 1:
-            raise ValueError("reset_timeout must be >= 0 and max_backoff_multiplier >= 1")
-
-    @property
-    def effective_degradation_threshold(self) -> int:
-        """The failure count that enters DEGRADED: explicit, or ceil(60 % of the threshold)."""
-        if self.degradation_threshold is not None:
-            return max(1, self.degradation_threshold)
-        return max(1, (3 * self.failure_threshold + 4) // 5)
-
-    @classmethod
-    def from_profile(
-        cls,
-        profile: ProviderProfile,
-        *,
-        failure_threshold: int | None = None,
-        degradation_threshold: int | None = None,
-        reset_timeout_ms: int | None = None,
-        use_429_hints: bool = False,
-    ) -> BreakerPolicy:
-        """The profile's breaker numbers, overridden by the operator's settings when given.
-
-        ``use_429_hints`` is the upstream-429 hint mode: the last failure's kind picks the
-        cooldown (rate limit 60 s, quota exhausted 1 h) instead of the reset timeout.
-        """
-        threshold = _pick(failure_threshold, profile.circuit_breaker_threshold)
-        reset_ms = _pick(reset_timeout_ms, profile.circuit_breaker_reset_ms)
-        return cls(
-            failure_threshold=max(1, threshold),
-            reset_timeout=max(0, reset_ms) / 1000,
-            degradation_threshold=_pick(degradation_threshold, profile.degradation_threshold),
-            max_backoff_multiplier=max(1, profile.max_backoff_multiplier),
-            backoff_escalation_count=profile.backoff_escalation_count,
-            cooldown_by_kind=dict(HINT_COOLDOWNS) if use_429_hints else {},
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +74,7 @@ class Breaker:
     probe_started_at: float | None = None
     probe_generation: int = 0
     transitions: tuple[Transition, ...] = ()
+    window: FailureWindow = field(default_factory=FailureWindow)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -204,12 +153,30 @@ class Breaker:
         now: float,
         kind: FailureKind | None = None,
         permit: Permit | None = None,
+        *,
+        counted: bool = True,
+        relevant: bool = True,
     ) -> Breaker:
-        """Record a failure (§2.3). OPEN, and results of stale probes, change nothing."""
+        """Record a failure (§2.3). OPEN, and results of stale probes, change nothing.
+
+        ``relevant``: the failure is not pinned to one pair, so it counts in the failure-rate
+        window (decision 14); ``counted``: it also counts towards the consecutive thresholds
+        (a de-duplication window may say no).
+        """
         current = self.refreshed(policy, now)
         if current._is_stale(permit) or current.state == BreakerState.OPEN:
             return current
-        return current._counted_failure(now, kind)._judged(policy, now)
+        window = current.window.with_call(now, policy.window, failed=relevant)
+        current = replace(current, window=window)
+        if counted:
+            current = current._counted_failure(now, kind)
+        elif current.state != BreakerState.HALF_OPEN:
+            return current._rate_judged(policy, now)
+        return current._judged(policy, now)
+
+    def window_active(self, policy: BreakerPolicy, now: float) -> bool:
+        """Whether calls are being counted for the failure-rate window."""
+        return self.window.active(now, policy.window)
 
     def after_success(
         self, policy: BreakerPolicy, now: float, permit: Permit | None = None
@@ -219,6 +186,9 @@ class Breaker:
         current = self.refreshed(policy, now)
         if current._is_stale(permit):
             return current
+        if current.window.active(now, policy.window):
+            window = current.window.with_call(now, policy.window, failed=False)
+            current = replace(current, window=window)
         if current.state == BreakerState.OPEN:
             return current._cleared(now, "success-recovery")
         if current.state == BreakerState.HALF_OPEN:
@@ -245,6 +215,7 @@ class Breaker:
             "probe_started_at": self.probe_started_at,
             "probe_generation": self.probe_generation,
             "transitions": [transition_to_dict(step) for step in self.transitions],
+            "window": self.window.to_dict(),
         }
 
     @classmethod
@@ -266,6 +237,7 @@ class Breaker:
             probe_started_at=time_or_none(data.get("probe_started_at")),
             probe_generation=count(data.get("probe_generation")),
             transitions=transitions_from(data.get("transitions")),
+            window=FailureWindow.from_dict(data.get("window")),
         )
         if breaker.state == BreakerState.HALF_OPEN and breaker.probe_started_at is None:
             slots = max(breaker.half_open_allowed, half_open_requests)
@@ -324,9 +296,18 @@ class Breaker:
             return reopened._moved(BreakerState.OPEN, now, "probe-failed")
         if self.failure_count >= policy.failure_threshold:
             return self._moved(BreakerState.OPEN, now, "threshold")
+        if self.window.tripped(policy.minimum_calls, policy.failure_rate_percent):
+            return self._moved(BreakerState.OPEN, now, "failure-rate")
         degrading = self.failure_count >= policy.effective_degradation_threshold
         if self.state == BreakerState.CLOSED and degrading:
             return self._moved(BreakerState.DEGRADED, now, "degraded")
+        return self
+
+    def _rate_judged(self, policy: BreakerPolicy, now: float) -> Breaker:
+        if self.state in (BreakerState.CLOSED, BreakerState.DEGRADED) and self.window.tripped(
+            policy.minimum_calls, policy.failure_rate_percent
+        ):
+            return self._moved(BreakerState.OPEN, now, "failure-rate")
         return self
 
     def _probe_succeeded(self, now: float) -> Breaker:
@@ -364,6 +345,7 @@ class Breaker:
         return replace(
             self,
             state=to,
+            window=self.window if to == BreakerState.DEGRADED else FailureWindow(),
             half_open_allowed=0,
             probe_started_at=None,
             probe_generation=self.probe_generation + 1,
@@ -374,11 +356,6 @@ class Breaker:
 # -- module helpers ---------------------------------------------------------------------------
 
 _E = TypeVar("_E", bound=StrEnum)
-_T = TypeVar("_T")
-
-
-def _pick(override: _T | None, default: _T) -> _T:
-    return default if override is None else override
 
 
 def _escalated(base: float, policy: BreakerPolicy, open_cycles: int) -> float:

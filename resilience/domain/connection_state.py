@@ -11,15 +11,34 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 from resilience.domain.classifier import Classification, Reason, RuleScope
 
-ACTIVE = "active"
-UNAVAILABLE = "unavailable"
-BANNED = "banned"
-EXPIRED = "expired"
-CREDITS_EXHAUSTED = "credits_exhausted"
+
+class TestStatus(StrEnum):
+    """A connection's health as last observed; the last three are terminal. Defined once,
+    here: routing's models and API take their choices from it."""
+
+    __test__ = False  # not a pytest test class, whatever its name
+
+    ACTIVE = "active"
+    UNAVAILABLE = "unavailable"
+    BANNED = "banned"
+    EXPIRED = "expired"
+    CREDITS_EXHAUSTED = "credits_exhausted"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL
+
+
+ACTIVE = TestStatus.ACTIVE
+UNAVAILABLE = TestStatus.UNAVAILABLE
+BANNED = TestStatus.BANNED
+EXPIRED = TestStatus.EXPIRED
+CREDITS_EXHAUSTED = TestStatus.CREDITS_EXHAUSTED
 TERMINAL = frozenset({BANNED, EXPIRED, CREDITS_EXHAUSTED})
 LAST_ERROR_CHARS = 100
 
@@ -35,6 +54,7 @@ class ConnectionState:
     last_error_at: float | None = None
     last_error_type: str = ""
     error_code: str = ""
+    timer: str = ""  # the class of the cooldown (attribution.TimerClass); "" unknown
 
     @property
     def is_terminal(self) -> bool:
@@ -63,6 +83,7 @@ class ConnectionState:
             "last_error_at": self.last_error_at,
             "last_error_type": self.last_error_type,
             "error_code": self.error_code,
+            "timer": self.timer,
         }
 
     @classmethod
@@ -76,6 +97,7 @@ class ConnectionState:
             last_error_at=float(at) if isinstance(at, int | float) else None,
             last_error_type=str(data.get("last_error_type") or ""),
             error_code=str(data.get("error_code") or ""),
+            timer=str(data.get("timer") or ""),
         )
 
 
@@ -90,6 +112,7 @@ class FailureFacts:
     per_model_quota: bool = False
     model_only: bool = False  # the failure belongs to the model (a lockout takes it)
     never_terminal: bool = False  # the egress-bucketed 429 branch: a cooldown, never terminal
+    timer: str = ""  # the class of the cooldown this failure sets
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +212,7 @@ def _persisted(
         return Marked(marked, True, 0, changed=True, terminal=terminal)
     if c.cooldown_ms > 0 and not facts.disable_cooling:
         until = now + c.cooldown_ms / 1000
-        marked = replace(base, test_status=UNAVAILABLE, rate_limited_until=until)
+        marked = replace(base, test_status=UNAVAILABLE, rate_limited_until=until, timer=facts.timer)
         return Marked(marked, True, c.cooldown_ms, changed=True, provider_wide=provider_wide)
     return Marked(replace(base, rate_limited_until=None), True, 0, changed=True)
 
@@ -201,4 +224,4 @@ def cooled_by_provider_rule(
     until = now + cooldown_ms / 1000
     if state.is_terminal or (state.rate_limited_until or 0) >= until:
         return state
-    return replace(state, test_status=UNAVAILABLE, rate_limited_until=until)
+    return replace(state, test_status=UNAVAILABLE, rate_limited_until=until, timer="operator")

@@ -26,6 +26,7 @@ DEFAULT_ERROR_CODES = (403, 404, 429, 502, 503, 504)
 DEFAULT_WINDOW_SECONDS = 30 * 60.0
 DAY_SECONDS = 24 * 3600.0
 QUOTA_FAMILY_STATUSES = frozenset({429, 403, 402})
+SELF_SET = "self_set"  # resilience.domain.attribution.TimerClass.SELF_SET
 
 
 class LockScope(StrEnum):
@@ -79,9 +80,14 @@ class Lock:
     until: float
     locked_at: float
     failure_count: int
+    timer: str = ""  # the timer class (resilience.domain.attribution.TimerClass); "" unknown
 
     def remaining(self, now: float) -> float:
         return max(0.0, self.until - now)
+
+    @property
+    def self_set(self) -> bool:
+        return self.timer == SELF_SET
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,11 +95,15 @@ class Lock:
             "until": self.until,
             "at": self.locked_at,
             "n": self.failure_count,
+            "timer": self.timer,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Lock:
-        return cls(str(data["reason"]), float(data["until"]), float(data["at"]), int(data["n"]))
+        return cls(
+            str(data["reason"]), float(data["until"]), float(data["at"]), int(data["n"]),
+            str(data.get("timer") or ""),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +114,22 @@ class FailureState:
     last_failure_at: float
     window: float
     last_cooldown: float
+    consecutive: int = 0  # transient failures in a row (decision 14); a success resets it
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.failure_count, "last": self.last_failure_at, "window": self.window,
-                "cooldown": self.last_cooldown}  # fmt: skip
+                "cooldown": self.last_cooldown, "run": self.consecutive}  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FailureState:
         return cls(
-            int(data["n"]), float(data["last"]), float(data["window"]), float(data["cooldown"])
-        )
+            int(data["n"]), float(data["last"]), float(data["window"]), float(data["cooldown"]),
+            int(data.get("run") or 0),
+        )  # fmt: skip
+
+    def inside(self, now: float) -> bool:
+        """Whether a failure at ``now`` continues this state's run (§5.3 window)."""
+        return now - self.last_failure_at <= self.window + self.last_cooldown
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,7 @@ class LockRequest:
     exact_cooldown_ms: int | None = None  # a known cooldown (upstream hint, rule cooldown)
     exact_is_upstream_reset: bool = False  # authoritative: bypasses the cap
     window_seconds: float = 0.0  # the breaker reset timeout; 0 → 30 min
+    timer: str = ""  # the class of the timer this lock is
 
 
 def seconds_until_midnight(now: float, tz: dt.tzinfo) -> float:
@@ -179,15 +196,47 @@ def record_failure(
     state = FailureState(count, now, window, cooldown)
     if lock is not None and lock.until > now + cooldown:  # keep the longer lock
         return state, replace(lock, failure_count=max(lock.failure_count, count))
-    return state, Lock(request.reason, now + cooldown, now, count)
+    return state, Lock(request.reason, now + cooldown, now, count, request.timer)
+
+
+def record_transient(
+    previous: FailureState | None,
+    lock: Lock | None,
+    *,
+    reason: str,
+    threshold: int,
+    cap_seconds: float,
+    settings: LockoutSettings,
+    now: float,
+    window_seconds: float = 0.0,
+) -> tuple[FailureState, Lock | None]:
+    """One transient failure of a pair (decisions 14 and 16).
+
+    Counted only, until ``threshold`` failures in a row: then the pair is locked, escalating
+    with the lockout settings like any model lock but never past ``cap_seconds``. A longer
+    lock already in place is kept.
+    """
+    running = previous is not None and previous.inside(now)
+    count = previous.failure_count + 1 if running and previous is not None else 1
+    run = previous.consecutive + 1 if running and previous is not None else 1
+    window = window_seconds if window_seconds > 0 else DEFAULT_WINDOW_SECONDS
+    if run < threshold:
+        last_cooldown = previous.last_cooldown if running and previous is not None else 0.0
+        return FailureState(count, now, window, last_cooldown, run), lock
+    cooldown = min(escalated_seconds(run - threshold + 1, settings), cap_seconds)
+    state = FailureState(count, now, window, cooldown, run)
+    if lock is not None and lock.until > now + cooldown:
+        return state, lock
+    return state, Lock(reason, now + cooldown, now, run, SELF_SET)
 
 
 def decay(previous: FailureState | None) -> FailureState | None:
-    """A success halves the failure count; ``None`` at 0 (the lock goes too: decision 6)."""
+    """A success halves the failure count and ends the run; ``None`` at 0 (the lock goes
+    too: decision 6)."""
     if previous is None:
         return None
     halved = previous.failure_count // 2
-    return replace(previous, failure_count=halved) if halved > 0 else None
+    return replace(previous, failure_count=halved, consecutive=0) if halved > 0 else None
 
 
 def reason_for_status(status: int) -> str:

@@ -47,6 +47,9 @@ def breaker_policy_for(
         degradation_threshold=operator.degradation_threshold,
         reset_timeout_ms=operator.reset_timeout_ms,
         use_429_hints=bool(settings.cooldown_for(name).use_upstream_429_breaker_hints),
+        window_ms=operator.window_ms,
+        minimum_calls=operator.minimum_calls,
+        failure_rate_percent=operator.failure_rate_percent,
     )
 
 

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
 
@@ -88,6 +89,9 @@ class BreakerSettings:
     failure_threshold: int
     degradation_threshold: int
     reset_timeout_ms: int
+    window_ms: int = 60_000
+    minimum_calls: int = 10
+    failure_rate_percent: int = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,7 @@ class ResilienceSettings:
     provider_cooldown: ProviderCooldownSettings
     connection_cooldown: Mapping[ProfileName, CooldownSettings]  # every profile, local included
     model_lockout: LockoutSettings
+    availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -184,6 +189,9 @@ def _breaker(values: Mapping[str, Value], name: ProfileName) -> BreakerSettings:
         failure_threshold=number_of(values, f"{prefix}.failureThreshold"),
         degradation_threshold=number_of(values, f"{prefix}.degradationThreshold"),
         reset_timeout_ms=number_of(values, f"{prefix}.resetTimeoutMs"),
+        window_ms=number_of(values, f"{prefix}.windowMs"),
+        minimum_calls=number_of(values, f"{prefix}.minimumCalls"),
+        failure_rate_percent=number_of(values, f"{prefix}.failureRatePercent"),
     )
 
 
@@ -210,6 +218,12 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         ),
         connection_cooldown={name: _cooldown(values, name) for name in ProfileName},
         model_lockout=_model_lockout(values),
+        availability=AvailabilitySettings(
+            consecutive_failures=number_of(values, "availability.consecutiveFailures"),
+            transient_cooldown_cap_ms=number_of(values, "availability.transientCooldownCapMs"),
+            panic_enabled=bool(values["availability.panicEnabled"]),
+            retries_per_target=number_of(values, "attempts.retriesPerTarget"),
+        ),
     )
 
 
@@ -236,6 +250,9 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
                 "failureThreshold": breaker.failure_threshold,
                 "degradationThreshold": breaker.degradation_threshold,
                 "resetTimeoutMs": breaker.reset_timeout_ms,
+                "windowMs": breaker.window_ms,
+                "minimumCalls": breaker.minimum_calls,
+                "failureRatePercent": breaker.failure_rate_percent,
             }
             for name, breaker in settings.provider_breaker.items()
         },
@@ -248,6 +265,12 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             str(name): _cooldown_document(settings.cooldown_for(name)) for name in COOLDOWN_SECTIONS
         },
         "modelLockout": _lockout_document(settings.model_lockout),
+        "availability": {
+            "consecutiveFailures": settings.availability.consecutive_failures,
+            "transientCooldownCapMs": settings.availability.transient_cooldown_cap_ms,
+            "panicEnabled": settings.availability.panic_enabled,
+        },
+        "attempts": {"retriesPerTarget": settings.availability.retries_per_target},
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
 from resilience.domain.settings_fields import (
@@ -21,6 +22,9 @@ from resilience.domain.settings_fields import (
 )
 
 MS_PER_HOUR = 3_600_000
+DEFAULT_BREAKER_WINDOW_MS = 60_000
+DEFAULT_MINIMUM_CALLS = 10
+DEFAULT_FAILURE_RATE = 50
 MS_PER_DAY = 86_400_000
 ROOT_FIELD = "non_field_errors"  # the error key of problems with the document as a whole
 
@@ -34,7 +38,7 @@ def _breaker_fields(name: ProfileName) -> dict[str, FieldSpec]:
     prefix = f"providerBreaker.{name}"
     return {
         f"{prefix}.failureThreshold": FieldSpec(
-            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_threshold), 1, 1000
+            Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_threshold), 2, 1000
         ),
         f"{prefix}.degradationThreshold": FieldSpec(
             Kind.INT, _from_profile(name, lambda p: p.effective_degradation_threshold), 1, 1000
@@ -42,6 +46,10 @@ def _breaker_fields(name: ProfileName) -> dict[str, FieldSpec]:
         f"{prefix}.resetTimeoutMs": FieldSpec(
             Kind.INT, _from_profile(name, lambda p: p.circuit_breaker_reset_ms), 1000, MS_PER_DAY
         ),
+        # Decision 14: the breaker also opens on a failure rate within a window.
+        f"{prefix}.windowMs": FieldSpec(Kind.INT, DEFAULT_BREAKER_WINDOW_MS, 1000, MS_PER_HOUR),
+        f"{prefix}.minimumCalls": FieldSpec(Kind.INT, DEFAULT_MINIMUM_CALLS, 2, 1000),
+        f"{prefix}.failureRatePercent": FieldSpec(Kind.INT, DEFAULT_FAILURE_RATE, 1, 100),
     }
 
 
@@ -74,6 +82,19 @@ MODEL_LOCKOUT_FIELDS: dict[str, FieldSpec] = {
     "modelLockout.useExponentialBackoff": FieldSpec(Kind.BOOL, _LOCKOUT.use_exponential_backoff),
 }
 
+_AVAILABILITY = AvailabilitySettings()
+AVAILABILITY_FIELDS: dict[str, FieldSpec] = {
+    "availability.consecutiveFailures": FieldSpec(
+        Kind.INT, _AVAILABILITY.consecutive_failures, 2, 100
+    ),
+    "availability.transientCooldownCapMs": FieldSpec(
+        Kind.INT, _AVAILABILITY.transient_cooldown_cap_ms, 1_000, 600_000
+    ),
+    "availability.panicEnabled": FieldSpec(Kind.BOOL, _AVAILABILITY.panic_enabled),
+    # The attempt policy's first key (decision 14); the rest of the section comes with it.
+    "attempts.retriesPerTarget": FieldSpec(Kind.INT, _AVAILABILITY.retries_per_target, 0, 5),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -85,6 +106,7 @@ SCHEMA: dict[str, FieldSpec] = {
     ),
     **{path: spec for name in COOLDOWN_SECTIONS for path, spec in _cooldown_fields(name).items()},
     **MODEL_LOCKOUT_FIELDS,
+    **AVAILABILITY_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.

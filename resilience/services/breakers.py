@@ -12,7 +12,7 @@ single store read.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, FailureKind, Permit
@@ -65,7 +65,10 @@ async def _apply(
 
     await store.update(breaker_key(name), updater)
     if change.after is not None and change.after != change.before:
-        persist_breaker(name, change.after, policy)
+        written = persist_breaker(name, change.after, policy)
+        was_open = change.before is not None and change.before.state is BreakerState.OPEN
+        if change.after.state is BreakerState.OPEN and not was_open:
+            await written  # decision 18: an opening is durable before the answer
     return change
 
 
@@ -103,25 +106,46 @@ async def breaker_record_failure(
     network: bool = False,
     kind: FailureKind | None = None,
     permit: Permit | None = None,
+    source: str | None = None,
 ) -> Breaker | None:
-    """Count one failure (reference-part1 §2.6), unless a de-duplication window drops it.
+    """Count one failure (reference-part1 §2.6, spec decision 14), unless a window drops it.
 
     Network failures are de-duplicated per provider for 10 s, and any failure per
-    (provider, connection) for 5 s. A failure arriving while the breaker cannot execute is
-    dropped too, so the open timer is not pushed forward (the breaker comes back unchanged).
-    Returns the breaker after the failure, or ``None`` when a window dropped it.
+    (provider, connection) for 5 s: a dropped failure still counts in the failure-rate window,
+    never towards the consecutive thresholds. ``source`` names the (connection, model) pair of a
+    5xx or timeout: such a failure counts only once another pair of the provider failed within
+    the window (otherwise it is pinned to its pair and is just a call). A failure arriving while
+    the breaker cannot execute is dropped, so the open timer is not pushed forward. Returns the
+    breaker after a counted failure, or ``None`` when nothing was counted.
     """
     probe = permit is not None and permit.probe
-    if not probe and not await _first_in_windows(store, name, connection_id, network):
-        return None  # a probe's verdict is never de-duplicated away
     now = store.clock()
+    pinned = source is not None and not network and not probe
+    relevant = True
+    if pinned and source is not None:  # a plain read: only what may count claims a dedup window
+        window = (await breaker_get(store=store, name=name)).window.live(now, policy.window)
+        relevant = window.with_source(source, now, policy.window)[1]
+    first = probe or (
+        (not pinned or relevant) and await _first_in_windows(store, name, connection_id, network)
+    )
+    counted = False
 
     def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
+        nonlocal counted
         if not probe and not breaker.can_execute(policy, now):
             return breaker.refreshed(policy, now), None
-        return breaker.after_failure(policy, now, kind, permit), None
+        relevant = True
+        if pinned and source is not None:
+            window, relevant = breaker.window.live(now, policy.window).with_source(
+                source, now, policy.window
+            )
+            breaker = replace(breaker, window=window)
+        counted = first and relevant
+        after = breaker.after_failure(policy, now, kind, permit, counted=counted, relevant=relevant)
+        return after, None
 
-    return (await _apply(store, name, step, policy)).after
+    after = (await _apply(store, name, step, policy)).after
+    return after if counted else None
 
 
 async def _first_in_windows(
@@ -152,11 +176,12 @@ async def breaker_record_success(
     stored = _decode(await store.get(breaker_key(name)))
     if stored is None:
         return Breaker()  # no failure on record, so no de-duplication entry either
-    if stored.state is BreakerState.CLOSED and stored.failure_count == 0:
-        return stored  # nothing a success could change (the hot path after recovery)
-    if connection_id is not None:
-        await store.delete(f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}")
     now = store.clock()
+    quiet = stored.state is BreakerState.CLOSED and stored.failure_count == 0
+    if quiet and not stored.window_active(policy, now):
+        return stored  # nothing a success could change (the hot path after recovery)
+    if connection_id is not None and stored.failure_count:
+        await store.delete(f"{CONNECTION_DEDUP_PREFIX}{name}:{connection_id}")
 
     def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
         current = breaker.refreshed(policy, now)
@@ -246,16 +271,20 @@ def _evictable(breakers: dict[str, Breaker], skip: set[str]) -> list[str]:
     return [name for _, name in sorted(closed)]
 
 
-async def breaker_restore(*, store: StateStore, rows: dict[str, dict[str, Any]]) -> int:
-    """Load persisted breakers into the store where it has none (cold start). Returns count."""
+async def breaker_restore(
+    *, store: StateStore, rows: dict[str, dict[str, Any]], overwrite: bool = False
+) -> int:
+    """Load persisted breakers into the store where it has none (cold start), or over what it
+    has (``overwrite``: after a store outage the database, written throughout, wins). Returns
+    how many records were written."""
     restored = 0
     for name, data in rows.items():
         loaded = False
 
         def updater(raw: Json | None, data: dict[str, Any] = data) -> Json | None:
             nonlocal loaded
-            loaded = raw is None
-            return raw if raw is not None else Breaker.from_dict(data).to_dict()
+            loaded = raw is None or overwrite
+            return Breaker.from_dict(data).to_dict() if loaded else raw
 
         await store.update(breaker_key(name), updater)
         restored += loaded

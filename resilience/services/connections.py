@@ -69,8 +69,16 @@ async def connection_mark_failed(
     await store.update(connection_key(connection_id), updater)
     assert seen.marked is not None
     if seen.marked.changed:
-        persist_connection_state(connection_id, seen.marked.state)
+        written = persist_connection_state(connection_id, seen.marked.state)
+        if _durable(seen.marked):  # decision 18: written before the answer that caused it
+            await written
     return seen.marked
+
+
+def _durable(marked: Marked) -> bool:
+    """Terminal states and upstream-hinted cooldowns must survive a crash right after."""
+    hinted = marked.classification is not None and marked.classification.used_upstream_hint
+    return marked.terminal is not None or (hinted and marked.cooldown_ms > 0)
 
 
 async def connection_mark_succeeded(

@@ -22,10 +22,12 @@ from resilience.domain.lockout import (
     model_slot,
     model_slots,
     record_failure,
+    record_transient,
 )
 from resilience.store import Json, StateStore
 
 LOCK_PREFIX = "locks:"
+PROBE_PREFIX = "pair-probe:"
 RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
 EVICTION_CAP = 1000  # failure states per connection (§5.5: MODEL_LOCKOUT_EVICTION_CAP)
 
@@ -70,6 +72,19 @@ class LockRecord:
             "locks": {k: lock.to_dict() for k, lock in self.locks.items()},
             "fails": {k: state.to_dict() for k, state in self.failures.items()},
         }
+
+    def concerns(self, model: str) -> bool:
+        """Whether the record holds a lock or a failure state of ``model``."""
+        return any(s in self.failures or s in self.locks for s in model_slots(model))
+
+    def awaiting_probe(self, model: str, threshold: int) -> float | None:
+        """A pair whose run of transient failures locked it and whose lock has ended: the
+        next request is its probe (decision 16). Returns the run's generation (its last
+        failure time), or ``None``."""
+        state = self.failures.get(model_slot(model, LockScope.EXACT))
+        if state is None or state.consecutive < threshold:
+            return None
+        return state.last_failure_at
 
     def lock_for(self, model: str, now: float) -> Lock | None:
         """The live lock with the latest end among the model's slots."""
@@ -135,19 +150,70 @@ async def lockout_record_failure(
     return (await _change(store, provider, connection_id, step)).locks[slot]
 
 
+async def pair_record_transient(
+    *,
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    reason: str,
+    threshold: int,
+    cap_seconds: float,
+    settings: LockoutSettings,
+    window_seconds: float = 0.0,
+) -> Lock | None:
+    """Count one transient failure of the pair; lock it once ``threshold`` ran in a row."""
+    slot = model_slot(model, LockScope.EXACT)
+    now = store.clock()
+
+    def step(record: LockRecord) -> LockRecord:
+        state, lock = record_transient(
+            record.failures.get(slot), record.locks.get(slot), reason=reason,
+            threshold=threshold, cap_seconds=cap_seconds, settings=settings, now=now,
+            window_seconds=window_seconds,
+        )  # fmt: skip
+        record.failures[slot] = state
+        if lock is not None:
+            record.locks[slot] = lock
+        return record
+
+    record = await _change(store, provider, connection_id, step)
+    lock = record.locks.get(slot)
+    return lock if lock is not None and lock.locked_at == now else None
+
+
+async def pair_probe_claim(
+    *,
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    generation: float,
+    ttl: float,
+) -> bool:
+    """Claim the one probe of a pair whose self-set lock just ended (decision 16); each lock
+    (``generation``) has its own probe."""
+    key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"
+    return await store.incr(key, ttl=ttl) == 1
+
+
 async def lockout_record_success(
     *, store: StateStore, provider: str, connection_id: int, model: str
 ) -> None:
-    """Success decay: halve the model's failure counts; at 0 drop the state and the lock."""
+    """Success decay: halve the model's failure counts and end its run of transient failures;
+    at 0 drop the state and the lock. A self-set lock always goes (the probe succeeded)."""
 
     def step(record: LockRecord) -> LockRecord:
         for slot in model_slots(model):
             after = decay(record.failures.get(slot))
+            lock = record.locks.get(slot)
             if after is None:
                 record.failures.pop(slot, None)
                 record.locks.pop(slot, None)
             else:
                 record.failures[slot] = after
+                if lock is not None and lock.self_set:
+                    record.locks.pop(slot, None)
         return record
 
     await _change(store, provider, connection_id, step)
@@ -197,6 +263,7 @@ class LockView:
     locked_at: float
     until: float
     exact: bool
+    timer: str = ""
 
 
 async def lockout_list(*, store: StateStore) -> list[LockView]:
@@ -218,6 +285,7 @@ async def lockout_list(*, store: StateStore) -> list[LockView]:
                     lock.locked_at,
                     lock.until,
                     kind == "x",
+                    lock.timer,
                 )
             )
     return sorted(views, key=lambda view: view.remaining_ms, reverse=True)

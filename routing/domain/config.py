@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from urllib.parse import urlsplit
 
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
 from resilience.domain.connection_state import ConnectionState
@@ -31,7 +32,7 @@ class ProviderInfo:
     full_text_rules: bool = False
     honors_rule_scope: bool = False
     egress_bucketed_lock: bool = False
-    per_model_quota: bool = False
+    per_model_quota: bool = True
 
 
 DIRECT_EGRESS = "direct"
@@ -138,6 +139,7 @@ class ConfigSnapshot:
     error_rules: dict[str, tuple[ErrorRule, ...]] = field(default_factory=dict)
     time_zone: tzinfo = UTC
     lockout: LockoutSettings = field(default_factory=LockoutSettings)
+    availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

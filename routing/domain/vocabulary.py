@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from resilience.domain.connection_state import TERMINAL, TestStatus
+
+__all__ = ["TERMINAL_STATUSES", "TestStatus"]
+
 
 class ProviderCategory(StrEnum):
     """Auth category of a provider; picks the breaker/cooldown profile."""
@@ -31,21 +35,8 @@ class AuthType(StrEnum):
     NONE = "none"
 
 
-class TestStatus(StrEnum):
-    """A connection's health as last observed; the last three are terminal."""
-
-    ACTIVE = "active"
-    UNAVAILABLE = "unavailable"
-    BANNED = "banned"
-    EXPIRED = "expired"
-    CREDITS_EXHAUSTED = "credits_exhausted"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in TERMINAL_STATUSES
-
-
-TERMINAL_STATUSES = frozenset({TestStatus.BANNED, TestStatus.EXPIRED, TestStatus.CREDITS_EXHAUSTED})
+# A connection's statuses are the resilience layer's (defined once, there).
+TERMINAL_STATUSES = TERMINAL
 
 
 class Scope(StrEnum):

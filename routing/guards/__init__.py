@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from resilience.store import StateStore
 from routing.attempts import EligibilityFilter, OutcomeRecorder
-from routing.guards.breaker import BreakerFilter, BreakerRecorder
-from routing.guards.connection import ConnectionFilter, ConnectionRecorder
+from routing.guards.attribution import AttributionRecorder
+from routing.guards.breaker import BreakerFilter
+from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
-from routing.guards.lockout import ModelLockoutFilter, ModelLockoutRecorder
+from routing.guards.lockout import ModelLockoutFilter
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 
 
@@ -23,11 +24,9 @@ def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
     """Recorders in the order they run."""
-    # The connection recorder classifies the failure; the others read its verdict: keep it first.
+    # The attribution recorder charges the failure; the others read its verdict: keep it first.
     return (
-        ConnectionRecorder(store),
-        BreakerRecorder(store),
-        ModelLockoutRecorder(store),
+        AttributionRecorder(store),
         EgressRecorder(store),
         WindowGateRecorder(store),
     )

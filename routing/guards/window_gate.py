@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from resilience.domain.attribution import TimerClass
 from resilience.services.window_gate import (
     window_gate_record_failure,
     window_gate_record_success,
@@ -9,7 +10,7 @@ from resilience.services.window_gate import (
 )
 from resilience.store import StateStore
 from routing.attempts import AttemptContext, Exclusion
-from routing.domain.outcomes import Outcome, should_fail_over
+from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target
 
 
@@ -27,7 +28,7 @@ class WindowGateFilter:
             store=self.store, provider=target.provider.slug,
             connection_id=target.connection.id, policy=policy,
         )  # fmt: skip
-        return None if held is None else Exclusion(target, held[0], held[1])
+        return None if held is None else Exclusion(target, held[0], held[1], TimerClass.SELF_SET)
 
 
 class WindowGateRecorder:
@@ -45,7 +46,12 @@ class WindowGateRecorder:
             await window_gate_record_success(
                 store=self.store, provider=provider, connection_id=connection_id
             )
-        elif context.plan.combo is not None and should_fail_over(outcome):
+        elif context.plan.combo is not None and _transient(target, context):
             await window_gate_record_failure(
                 store=self.store, provider=provider, connection_id=connection_id, policy=policy
             )
+
+
+def _transient(target: Target, context: AttemptContext) -> bool:
+    verdict = context.verdicts.get((target.connection.id, target.model))
+    return verdict is not None and verdict.fail_over and not verdict.attribution.request_only

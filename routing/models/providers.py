@@ -28,7 +28,7 @@ class Provider(models.Model):
     full_text_rules = models.BooleanField(default=False)
     honors_rule_scope = models.BooleanField(default=False)
     egress_bucketed_lock = models.BooleanField(default=False)
-    per_model_quota = models.BooleanField(default=False)
+    per_model_quota = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

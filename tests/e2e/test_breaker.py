@@ -1,9 +1,14 @@
 """The provider breaker through real HTTP: open, short-circuit, probe, close, and combos.
 
-These tests change the ``local`` profile's breaker settings (threshold 1, reset 1 s) and use
+These tests change the ``local`` profile's breaker settings (threshold 2, reset 1 s) and use
 ``local`` providers only; every other e2e test uses API-key providers, so they are unaffected.
 The gateway runs in its own process, whose clock cannot be injected: the one wait here is a
 bounded poll for the 1 s reset timeout.
+
+A 5xx is pinned to its (connection, model) pair until a second pair of the provider fails
+(spec decision 14), so each failing provider here has two connections that both answer 503:
+the first request's first failure is pinned, its second counts (its retry falls in the 5 s
+de-duplication window), and the second request's first failure opens the breaker.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from tests.e2e.conftest import (
 
 pytestmark = pytest.mark.e2e
 
-FAST_LOCAL = {"failureThreshold": 1, "degradationThreshold": 1, "resetTimeoutMs": 1000}
+FAST_LOCAL = {"failureThreshold": 2, "degradationThreshold": 1, "resetTimeoutMs": 1000}
+DOWN = {"status": 503}
 MESSAGES = [{"role": "user", "content": "x"}]
 
 
@@ -54,8 +60,9 @@ def breaker_of(gateway: Gateway, provider: str) -> dict[str, Any] | None:
 def test_open_breaker_short_circuits_then_one_probe_closes_it(
     gateway: Gateway, fake: FakeUpstream, fast_local_breaker: None
 ) -> None:
-    route = make_route(gateway, fake, {"status": 503}, category="local", disable_cooling=True)
-    assert ask(gateway, route.key, route.model()).status_code == 503  # reached upstream, opens
+    route = make_route(gateway, fake, DOWN, DOWN, category="local", disable_cooling=True)
+    assert ask(gateway, route.key, route.model()).status_code == 503  # c1, c2, c2 again
+    assert ask(gateway, route.key, route.model()).status_code == 503  # c1: opens
 
     refused = ask(gateway, route.key, route.model())
     assert refused.status_code == 503
@@ -63,14 +70,14 @@ def test_open_breaker_short_circuits_then_one_probe_closes_it(
     assert refused.json()["error"]["provider"] == route.provider
     assert refused.headers["x-omniroute-provider-breaker"] == "open"
     assert int(refused.headers["retry-after"]) >= 1
-    assert len(records(fake, route)) == 1
+    assert len(records(fake, route)) == 4
     assert _state_within(gateway, route.provider, "open", timeout=3)
 
     healthy = scenario_url(fake, route.provider, 1, {})
     gateway.api.patch(f"/api/connections/{route.connections[0]}/", json={"base_url": healthy})
     answered = _poll_until_served(gateway, route.key, route.model(), timeout=5)
     assert answered.status_code == 200
-    assert len(records(fake, route)) == 2  # the refused polls never reached the upstream
+    assert len(records(fake, route)) == 5  # the refused polls never reached the upstream
     assert _state_within(gateway, route.provider, "closed", timeout=3)  # health is cached 1 s
 
 
@@ -95,7 +102,7 @@ def _poll_until_served(gateway: Gateway, key: str, model: str, timeout: float) -
 def test_combo_traffic_moves_to_the_next_provider_while_one_is_open(
     gateway: Gateway, fake: FakeUpstream, fast_local_breaker: None
 ) -> None:
-    failing = make_route(gateway, fake, {"status": 503}, category="local", disable_cooling=True)
+    failing = make_route(gateway, fake, DOWN, DOWN, category="local", disable_cooling=True)
     healthy = make_route(gateway, fake)
     name = f"combo-{failing.provider}"
     gateway.post(
@@ -111,7 +118,7 @@ def test_combo_traffic_moves_to_the_next_provider_while_one_is_open(
         response = ask(gateway, key, name)
         assert response.status_code == 200
         assert f"provider={healthy.provider}" in response.headers["x-omniroute-decision"]
-    assert len(records(fake, failing)) == 1  # only the first request tried it, then it opened
+    assert len(records(fake, failing)) == 3  # c1 and c2, then c1 again: it opened
     assert "circuit_open" in response.headers["x-omniroute-decision"]
     assert len(records(fake, healthy)) == 3
 
@@ -122,9 +129,10 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
     # Memory store on purpose: after the restart only the database remembers the breaker.
     env, manage_key = prepare_gateway(tmp_path, REDIS_URL="")
     with serving(env, manage_key) as first:
-        slow = {"failureThreshold": 1, "degradationThreshold": 1, "resetTimeoutMs": 600_000}
+        slow = {"failureThreshold": 2, "degradationThreshold": 1, "resetTimeoutMs": 600_000}
         first.api.patch("/api/resilience", json={"providerBreaker": {"local": slow}})
-        route = make_route(first, fake, {"status": 503}, category="local", disable_cooling=True)
+        route = make_route(first, fake, DOWN, DOWN, category="local", disable_cooling=True)
+        ask(first, route.key, route.model())
         ask(first, route.key, route.model())
         before = breaker_of(first, route.provider)
         stopped_at = time.monotonic()
@@ -140,4 +148,4 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
         <= before["retryAfterMs"]
     )
     assert refused.json()["error"]["code"] == "provider_circuit_open"
-    assert len(records(fake, route)) == 1
+    assert len(records(fake, route)) == 4

@@ -1,4 +1,5 @@
-"""Connection cooldowns through real HTTP: a 429 with Retry-After cools only that key.
+"""Upstream hints through real HTTP: a 429 with Retry-After takes out only that (key, model)
+pair, for exactly that long; the connection itself keeps serving (spec decisions 13 and 14).
 
 The gateway runs in its own process, whose clock cannot be injected: this test waits out the
 upstream's 7 s Retry-After, polling in bounded steps.
@@ -25,7 +26,7 @@ def ask(gateway: Gateway, key: str, model: str) -> httpx.Response:
         return client.post("/chat/completions", json={"model": model, "messages": MESSAGES})
 
 
-def test_a_429_with_retry_after_cools_only_that_connection_for_that_long(
+def test_a_429_with_retry_after_locks_only_that_pair_for_that_long(
     gateway: Gateway, fake: FakeUpstream
 ) -> None:
     route = make_route(gateway, fake, {"status": 429, "retry_after": RETRY_AFTER_SECONDS}, {})
@@ -53,4 +54,25 @@ def test_a_429_with_retry_after_cools_only_that_connection_for_that_long(
     breaker = next((b for b in health["providerBreakers"] if b["name"] == route.provider), None)
     assert breaker is None or (breaker["state"], breaker["failureCount"]) == ("closed", 0)
     state = gateway.api.get(f"/api/connections/{route.connections[0]}/").json()
-    assert state["test_status"] == "unavailable" and state["last_error_type"]
+    assert (state["test_status"], state["rate_limited_until"]) == ("active", None)
+
+
+def test_a_hinted_429_lock_is_listed_with_its_class(gateway: Gateway, fake: FakeUpstream) -> None:
+    route = make_route(gateway, fake, {"status": 429, "retry_after": 30}, {})
+    assert ask(gateway, route.key, route.model("a")).status_code == 200
+
+    items = gateway.api.get("/api/resilience/model-cooldowns").json()["items"]
+    (lock,) = [item for item in items if item["provider"] == route.provider]
+    assert (lock["connectionId"], lock["model"]) == (route.connections[0], "a")
+    assert lock["timerClass"] == "upstream_hinted" and 25_000 < lock["remainingMs"] <= 30_000
+    assert _health_lists_a_lock(gateway, route.provider, timeout=3)  # health is cached 1 s
+
+
+def _health_lists_a_lock(gateway: Gateway, provider: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        health = gateway.api.get("/api/monitoring/health").json()
+        if any(item["provider"] == provider for item in health["lockouts"]):
+            return True
+        time.sleep(0.2)
+    return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -145,8 +146,11 @@ def write_log(monkeypatch: pytest.MonkeyPatch) -> WriteLog:
     """Record the breaker services' database write-through instead of queueing it."""
     log = WriteLog()
 
-    def saved(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> None:
+    def saved(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> asyncio.Future[None]:
         log.saved.append((name, breaker, policy))
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        written.set_result(None)  # as if already written: an opening awaits it
+        return written
 
     monkeypatch.setattr(breaker_services, "persist_breaker", saved)
     monkeypatch.setattr(breaker_services, "persist_breaker_deleted", log.deleted.append)

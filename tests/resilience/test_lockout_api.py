@@ -58,8 +58,8 @@ def test_get_lists_the_locks_longest_first(
     ]
     first = items[0]
     assert set(first) == {
-        "provider", "connectionId", "accountLabel", "model", "reason", "remainingMs",
-        "failureCount", "lockedAt", "lockedAtMs", "until", "expiresAt", "exact",
+        "provider", "connectionId", "accountLabel", "model", "reason", "timerClass",
+        "remainingMs", "failureCount", "lockedAt", "lockedAtMs", "until", "expiresAt", "exact",
     }  # fmt: skip
     assert (first["connectionId"], first["accountLabel"]) == (spare, "Spare")
     assert (first["reason"], first["failureCount"]) == ("rate_limit", 1)

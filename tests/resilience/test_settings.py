@@ -65,6 +65,7 @@ def test_document_shape_covers_the_schema() -> None:
 
     assert list(document) == [
         "providerBreaker", "providerCooldown", "connectionCooldown", "modelLockout",
+        "availability", "attempts",
     ]  # fmt: skip
     assert list(document["providerBreaker"]) == ["oauth", "apikey", "local"]
     assert set(flatten(document)) == set(SCHEMA)
@@ -90,7 +91,8 @@ def test_env_defaults_are_clamped_and_kept_consistent() -> None:
     }
     settings = resolve_settings({}, env)
 
-    assert settings.breaker_for(ProfileName.OAUTH) == BreakerSettings(1, 1, 1_000)
+    # A threshold of 1 is refused (decision 14): an env 0 is clamped to 2.
+    assert settings.breaker_for(ProfileName.OAUTH) == BreakerSettings(2, 1, 1_000)
     assert settings.breaker_for(ProfileName.APIKEY).degradation_threshold == 4
 
 
@@ -143,8 +145,8 @@ def test_stored_values_win_over_env() -> None:
         ("20", 20),
         (" 20.7 ", 20),
         ("2e1", 20),
-        (-3, 1),
-        ("0", 1),
+        (-3, 2),
+        ("0", 2),
         (5_000, 1000),
         (None, 12),
         (True, 12),
@@ -174,7 +176,7 @@ def test_resolve_takes_only_real_booleans(raw: Any) -> None:
 
 @pytest.mark.parametrize(
     ("failure", "degradation", "expected"),
-    [(10, 20, 9), (10, 3, 3), (1, 5, 1), (2, 2, 1)],
+    [(10, 20, 9), (10, 3, 3), (2, 5, 1), (2, 2, 1)],
 )
 def test_resolve_forces_degradation_below_failure(
     failure: int, degradation: int, expected: int
@@ -308,9 +310,9 @@ def test_patch_rejects_degradation_not_below_failure(failure: int, degradation: 
     assert _errors(patch) == {APIKEY_DEGRADATION: f"must be less than failureThreshold ({failure})"}
 
 
-def test_patch_allows_any_degradation_when_failure_is_one() -> None:
-    patch = {"providerBreaker": {"apikey": {"failureThreshold": 1, "degradationThreshold": 9}}}
-    assert validate_patch(patch, _defaults()) == patch
+def test_patch_refuses_a_failure_threshold_of_one() -> None:
+    patch = {"providerBreaker": {"apikey": {"failureThreshold": 1}}}
+    assert _errors(patch, _defaults()) == {APIKEY_FAILURE: "must be between 2 and 1000"}
 
 
 def test_patch_checks_degradation_against_the_current_failure() -> None:

@@ -15,7 +15,7 @@ from resilience.admin.settings import field_name
 from resilience.domain.settings import SCHEMA, SettingsError, flatten
 from resilience.models import ResilienceSettings
 from resilience.services import resilience_settings_document, resilience_settings_update
-from routing.snapshot import _holder
+from resilience.services.config_version import config_local_version
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_env")]
 
@@ -49,6 +49,9 @@ def test_get_returns_the_full_resolved_document(manage_client: APIClient) -> Non
         "failureThreshold": 12,
         "degradationThreshold": 7,
         "resetTimeoutMs": 30_000,
+        "windowMs": 60_000,
+        "minimumCalls": 10,
+        "failureRatePercent": 50,
     }
     assert document["providerCooldown"] == {
         "enabled": False,
@@ -71,7 +74,7 @@ def test_get_applies_env_overrides(
 def test_patch_persists_and_moves_the_snapshot_version(
     manage_client: APIClient, django_capture_on_commit_callbacks: Capture
 ) -> None:
-    before = _holder.local_version
+    before = config_local_version()
     patch = {"providerBreaker": {"apikey": {"failureThreshold": 20}}}
 
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
@@ -84,7 +87,7 @@ def test_patch_persists_and_moves_the_snapshot_version(
     assert body["providerBreaker"]["apikey"]["degradationThreshold"] == 7
     assert _stored() == patch  # only what the operator set
     assert len(callbacks) == 1
-    assert _holder.local_version != before
+    assert config_local_version() != before
     assert manage_client.get(URL).json()["providerBreaker"]["apikey"]["failureThreshold"] == 20
 
 
@@ -108,7 +111,7 @@ def test_successive_patches_keep_earlier_fields(manage_client: APIClient) -> Non
         (
             {"providerBreaker": {"apikey": {"failureThreshold": 0}}},
             "providerBreaker.apikey.failureThreshold",
-            "must be between 1 and 1000",
+            "must be between 2 and 1000",
         ),
         (
             {"providerBreaker": {"oauth": {"degradationThreshold": 8}}},
@@ -128,7 +131,7 @@ def test_successive_patches_keep_earlier_fields(manage_client: APIClient) -> Non
 def test_patch_errors_name_the_field(
     manage_client: APIClient, patch: Any, field: str, message: str
 ) -> None:
-    before = _holder.local_version
+    before = config_local_version()
 
     error = _error(manage_client.patch(URL, patch, format="json"))
 
@@ -136,7 +139,7 @@ def test_patch_errors_name_the_field(
     assert error["fields"][field] == message
     assert field in error["message"]
     assert _stored() is None
-    assert _holder.local_version == before
+    assert config_local_version() == before
 
 
 def test_patch_with_broken_json_is_400(manage_client: APIClient) -> None:
@@ -216,7 +219,7 @@ def test_admin_page_renders_every_setting(staff_client: Client) -> None:
 def test_admin_valid_post_saves_only_the_changes(
     staff_client: Client, django_capture_on_commit_callbacks: Capture
 ) -> None:
-    before = _holder.local_version
+    before = config_local_version()
     form = _form(
         **{"providerBreaker.oauth.resetTimeoutMs": 90_000, "providerCooldown.enabled": True}
     )
@@ -229,14 +232,14 @@ def test_admin_valid_post_saves_only_the_changes(
         "providerBreaker": {"oauth": {"resetTimeoutMs": 90_000}},
         "providerCooldown": {"enabled": True},
     }
-    assert _holder.local_version != before
+    assert config_local_version() != before
     assert any("changed successfully" in str(m) for m in get_messages(response.wsgi_request))
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"providerBreaker.apikey.failureThreshold": 5_000}, "must be between 1 and 1000"),
+        ({"providerBreaker.apikey.failureThreshold": 5_000}, "must be between 2 and 1000"),
         ({"providerBreaker.apikey.degradationThreshold": 12}, "must be less than failureThreshold"),
         ({"providerCooldown.minRetryCooldownMs": 400_000}, "must not exceed maxRetryCooldownMs"),
     ],

@@ -21,6 +21,7 @@ from routing.services import combo_save
 from tests.routing.harness import (
     COMPLETION,
     OK,
+    PAST_CONNECTION_DEDUP_SECONDS,
     RATE_LIMITED,
     RECEIVE_TIMEOUT_SECONDS,
     UNAVAILABLE,
@@ -40,7 +41,9 @@ RESET_SECONDS = 30
 DEGRADE_AT = 2
 BREAKER = {"failureThreshold": THRESHOLD, "degradationThreshold": DEGRADE_AT}
 BREAKER_SETTINGS = {
-    "providerBreaker": {"apikey": {**BREAKER, "resetTimeoutMs": RESET_SECONDS * 1000}}
+    "providerBreaker": {"apikey": {**BREAKER, "resetTimeoutMs": RESET_SECONDS * 1000}},
+    # One upstream call per request: the retry of a lone transient failure is tested elsewhere.
+    "attempts": {"retriesPerTarget": 0},
 }
 GATE_SECONDS = 5
 GATE = {"enabled": True, "minRetryCooldownMs": GATE_SECONDS * 1000}
@@ -49,6 +52,7 @@ GATE_SETTINGS = {"providerCooldown": {**GATE, "maxRetryCooldownMs": 300_000}}
 # PAST_CONNECTION_DEDUP_SECONDS between them), network ones 10 s per provider.
 PAST_NETWORK_DEDUP_SECONDS = 11.0
 MODEL = "m1"
+OTHER_MODEL = "m2"
 A_MODEL = f"acme/{MODEL}"
 A_SECRET = "sk-acme-PRIMARY-0001"
 A_BACKUP_SECRET = "sk-acme-BACKUP-0002"
@@ -68,6 +72,22 @@ def add_combo(name: str, *steps: tuple[Provider, int | None]) -> None:
     """A priority combo over ``MODEL`` at each (provider, pinned connection or None)."""
     targets = [{"provider": p, "model": MODEL, "connection_id": c} for p, c in steps]
     combo_save(combo=Combo(), fields={"name": name}, targets=targets)
+
+
+async def trip(
+    gateway: Gateway, provider: str = "acme", gap: float = PAST_CONNECTION_DEDUP_SECONDS
+) -> None:
+    """Open ``provider``'s breaker with 5xx from two pairs (models m1 and m2 in turn).
+
+    A 5xx is pinned to its (connection, model) pair until another pair of the provider fails
+    within the window (decision 14): the first failure is not counted, each later one is, so
+    THRESHOLD + 1 requests open the breaker.
+    """
+    for attempt in range(THRESHOLD + 1):
+        if attempt:
+            gateway.clock.advance(gap)
+        model = MODEL if attempt % 2 == 0 else OTHER_MODEL
+        assert (await gateway.call(f"{provider}/{model}")).status >= 400
 
 
 @pytest.fixture
@@ -109,7 +129,7 @@ async def test_an_open_breaker_answers_503_without_calling_upstream(
     gateway: Gateway, acme_primary: int, thresholds: None
 ) -> None:
     gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
-    await gateway.fail(A_MODEL, THRESHOLD)
+    await trip(gateway)
     assert (await gateway.breaker("acme")).state is BreakerState.OPEN
 
     reply = await gateway.call(A_MODEL)
@@ -126,7 +146,7 @@ async def test_an_open_breaker_answers_503_without_calling_upstream(
     }
     assert reply.headers["retry-after"] == str(RESET_SECONDS)
     assert reply.headers["x-omniroute-provider-breaker"] == "open"
-    assert gateway.fake.calls == [A_SECRET] * THRESHOLD
+    assert gateway.fake.calls == [A_SECRET] * (THRESHOLD + 1)
     # and the wait counts down in whole seconds, rounded up
     gateway.clock.advance(10.5)
     later = await gateway.call(A_MODEL)
@@ -166,18 +186,46 @@ async def test_client_errors_rate_limits_and_request_scoped_failures_never_count
     assert len(gateway.fake.calls) == THRESHOLD + 2
 
 
-COUNTED = {
+PINNED = {
     **{str(status): error(status, "upstream trouble") for status in (408, 500, 502, 503, 504)},
-    "connect-error": raising(httpx.ConnectError),
     "read-timeout": raising(httpx.ReadTimeout),
 }
 
 
-@pytest.mark.parametrize("behaviour", COUNTED.values(), ids=COUNTED.keys())
-async def test_trip_statuses_network_errors_and_timeouts_open_the_breaker(
+@pytest.mark.parametrize("behaviour", PINNED.values(), ids=PINNED.keys())
+async def test_server_errors_and_timeouts_of_one_pair_never_open_the_breaker(
+    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
+) -> None:
+    # Decision 14: one failing (connection, model) pair says nothing about the provider.
+    gateway.fake.behaviours[A_SECRET] = behaviour
+
+    await gateway.fail(A_MODEL, THRESHOLD * 3)
+
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
+    reply = await gateway.call(A_MODEL)
+    assert reply.json()["error"]["code"] != "provider_circuit_open"
+    assert len(gateway.fake.calls) == THRESHOLD * 3 + 1
+
+
+@pytest.mark.parametrize("behaviour", PINNED.values(), ids=PINNED.keys())
+async def test_server_errors_and_timeouts_of_two_pairs_open_the_breaker(
     gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
 ) -> None:
     gateway.fake.behaviours[A_SECRET] = behaviour
+
+    await trip(gateway)
+
+    breaker = await gateway.breaker("acme")
+    assert (breaker.state, breaker.failure_count) == (BreakerState.OPEN, THRESHOLD)
+    assert (await gateway.call(A_MODEL)).json()["error"]["code"] == "provider_circuit_open"
+    assert len(gateway.fake.calls) == THRESHOLD + 1
+
+
+async def test_network_failures_open_the_breaker_on_their_own(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    gateway.fake.behaviours[A_SECRET] = raising(httpx.ConnectError)
 
     await gateway.fail(A_MODEL, THRESHOLD, gap=PAST_NETWORK_DEDUP_SECONDS)
 
@@ -192,10 +240,33 @@ async def test_a_repeat_inside_the_connection_dedup_window_is_not_counted(
 ) -> None:
     gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
 
-    await gateway.fail(A_MODEL, THRESHOLD, gap=1.0)
+    await trip(gateway, gap=1.0)  # m1 pinned, m2 counted, m1 and m2 again inside 5 s
 
     breaker = await gateway.breaker("acme")
     assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 1)
+
+
+async def test_a_failure_rate_among_successes_opens_the_breaker(
+    gateway: Gateway, acme_primary: int, thresholds: None
+) -> None:
+    # Decision 14: within the window, at least minimumCalls (10) calls, 50 % of them failed
+    # (two pairs, so not pinned), with successes in between: the consecutive count never
+    # reaches the threshold (most failures fall in the 5 s de-duplication window too).
+    failures = 0
+    for turn in range(20):
+        gateway.clock.advance(PAST_CONNECTION_DEDUP_SECONDS / 2)
+        failing = turn % 3 != 2
+        gateway.fake.behaviours[A_SECRET] = UNAVAILABLE if failing else OK
+        await gateway.call(f"acme/{MODEL if failures % 2 == 0 else OTHER_MODEL}")
+        failures += failing
+        if (await gateway.breaker("acme")).state is BreakerState.OPEN:
+            break
+
+    breaker = await gateway.breaker("acme")
+    assert breaker.state is BreakerState.OPEN
+    assert breaker.transitions[-1].reason == "failure-rate"
+    assert breaker.failure_count < THRESHOLD
+    assert 10 <= len(gateway.fake.calls) < 20
 
 
 # --- 3 and 4. half-open probes --------------------------------------------------------------
@@ -206,7 +277,7 @@ async def test_after_the_reset_timeout_exactly_one_probe_reaches_upstream(
 ) -> None:
     # given: an open breaker whose reset timeout has elapsed, and an upstream that holds
     gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
-    await gateway.fail(A_MODEL, THRESHOLD)
+    await trip(gateway)
     gateway.clock.advance(RESET_SECONDS)
     entered, release = asyncio.Event(), asyncio.Event()
 
@@ -236,7 +307,7 @@ async def test_a_failed_probe_reopens_the_breaker(
     gateway: Gateway, acme_primary: int, thresholds: None
 ) -> None:
     gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
-    await gateway.fail(A_MODEL, THRESHOLD)
+    await trip(gateway)
     gateway.clock.advance(RESET_SECONDS)
 
     probe = await gateway.call(A_MODEL)
@@ -247,7 +318,7 @@ async def test_a_failed_probe_reopens_the_breaker(
     assert (breaker.state, breaker.open_cycle_count) == (BreakerState.OPEN, 1)
     assert after.json()["error"]["code"] == "provider_circuit_open"
     assert after.headers["retry-after"] == str(RESET_SECONDS)
-    assert gateway.fake.calls == [A_SECRET] * (THRESHOLD + 1)
+    assert gateway.fake.calls == [A_SECRET] * (THRESHOLD + 2)
 
 
 # --- 5 and 6. combos ------------------------------------------------------------------------
@@ -265,21 +336,21 @@ async def test_a_combo_skips_an_open_provider_then_cools_down_when_all_are_open(
     await database_sync_to_async(add_combo)("duo", (acme, None), (bravo, None))
     fake = gateway.fake
     fake.behaviours.update({A_SECRET: UNAVAILABLE, B_SECRET: OK})
-    await gateway.fail(A_MODEL, THRESHOLD)
+    await trip(gateway)
     # when / then: bravo serves and acme is not asked
     served = await gateway.call("duo")
     assert (served.status, served.decision()["provider"]) == (200, "bravo")
     assert served.decision()["excluded"] == f"acme/{MODEL}@{acme_primary}:circuit_open"
-    assert fake.calls == [A_SECRET] * THRESHOLD + [B_SECRET]
+    assert fake.calls == [A_SECRET] * (THRESHOLD + 1) + [B_SECRET]
     # when: bravo's breaker opens too
     fake.behaviours[B_SECRET] = UNAVAILABLE
-    await gateway.fail(f"bravo/{MODEL}", THRESHOLD)
+    await trip(gateway, "bravo")
     calls = len(fake.calls)
     cooling = await gateway.call("duo")
     # then
     assert cooling.status == 503
     assert cooling.json()["error"]["code"] == "all_targets_cooling_down"
-    assert cooling.headers["retry-after"] == "18"  # acme's, opened 2 x 6 s ago
+    assert cooling.headers["retry-after"] == "12"  # acme's, opened 3 x 6 s ago
     assert "x-omniroute-provider-breaker" not in cooling.headers
     assert len(fake.calls) == calls
 
@@ -297,14 +368,19 @@ async def test_a_combo_failure_counts_only_when_the_next_step_leaves_the_provide
     counted: int,
 ) -> None:
     # The second step answers 429 (never counted) rather than 200, whose success would take
-    # one failure off acme's count and hide a wrongly counted one.
+    # one failure off acme's count and hide a wrongly counted one. The first step's failure is
+    # network-level, so it counts on its own (decision 14).
     same = next_provider == "acme"
     second, second_secret = (
         ((acme, acme_backup), A_BACKUP_SECRET) if same else ((bravo, bravo_only), B_SECRET)
     )
     await database_sync_to_async(add_combo)("pair", (acme, acme_primary), second)
     gateway.fake.behaviours.update(
-        {A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: RATE_LIMITED, B_SECRET: RATE_LIMITED}
+        {
+            A_SECRET: raising(httpx.ConnectError),
+            A_BACKUP_SECRET: RATE_LIMITED,
+            B_SECRET: RATE_LIMITED,
+        }
     )
 
     reply = await gateway.call("pair")

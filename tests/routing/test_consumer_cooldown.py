@@ -4,6 +4,11 @@ An ``httpx.MockTransport`` plays two keys of one API-key provider and a ``Memory
 fake clock holds the resilience state, so cooldowns run out without sleeping (reference-part1
 §4.3-§4.7: hinted and scaled cooldowns, the anti-thundering-herd guard, terminal states,
 ``disable_cooling``, success clearing once, the operator reset).
+
+Only account-wide evidence cools a whole connection (spec decision 13): here the provider
+counts quota per account (``per_model_quota`` off), so its 429s are charged to the connection.
+5xx are charged to the (connection, model) pair and never cool a connection (see
+``test_consumer_availability``).
 """
 
 from __future__ import annotations
@@ -23,14 +28,25 @@ from resilience.services import resilience_settings_update
 from resilience.services.breakers import breaker_get
 from routing import services as routing_services
 from routing.models import Provider, ProviderConnection
-from tests.routing.harness import OK, UNAVAILABLE, Gateway, add_connection, error, gathering
+from tests.routing.harness import (
+    OK,
+    UNAVAILABLE,
+    Gateway,
+    add_connection,
+    add_provider,
+    error,
+    gathering,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PRIMARY = "sk-acme-PRIMARY-0001"
 BACKUP = "sk-acme-BACKUP-0002"
-# API-key profile: base 3 s doubling per level, level capped at 5 (96 s), then 96 s again.
-SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (48, 5), (96, 5), (96, 5)]
+# API-key profile: base 3 s doubling per level, level capped at 5; a self-set timer (no
+# upstream hint) is capped at availability.transientCooldownCapMs, 30 s (decision 16).
+SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (30, 5), (30, 5), (30, 5)]
+# A 429 without a hint on an account-wide-quota provider: the connection cools, scaled.
+SLOW_DOWN = error(429, "slow down")
 
 # The operator's reset of a terminal connection (connection_clear_error where it is missing).
 operator_reset: Callable[..., Any] = getattr(
@@ -39,6 +55,12 @@ operator_reset: Callable[..., Any] = getattr(
 
 
 # --- data (``gateway``, ``acme`` and ``process_store`` come from conftest) ------------------
+
+
+@pytest.fixture
+def acme(db: None) -> Provider:
+    """An API-key provider whose quota is per account: 429s are account-wide evidence."""
+    return add_provider("acme", per_model_quota=False)
 
 
 @pytest.fixture
@@ -91,7 +113,7 @@ async def test_failures_without_a_hint_scale_the_cooldown_up_to_the_level_5_ceil
     gateway: Gateway, primary: int, backup: int, patient_breaker: None
 ) -> None:
     fake = gateway.fake
-    fake.behaviours.update({PRIMARY: UNAVAILABLE, BACKUP: OK})
+    fake.behaviours.update({PRIMARY: SLOW_DOWN, BACKUP: OK})
 
     for cooldown, level in SCALED:
         calls = len(fake.calls)
@@ -187,7 +209,7 @@ async def test_a_success_clears_the_error_fields_once(
 
     monkeypatch.setattr(connection_services, "persist_connection_state", spy)
     fake = gateway.fake
-    fake.behaviours.update({PRIMARY: UNAVAILABLE, BACKUP: OK})
+    fake.behaviours.update({PRIMARY: SLOW_DOWN, BACKUP: OK})
     # given: a failure, and its cooldown over
     await gateway.call()
     failed = await gateway.state(primary)
@@ -198,7 +220,7 @@ async def test_a_success_clears_the_error_fields_once(
     assert (await gateway.call()).connection == primary
     # then: one clean write, and nothing for the second success
     assert written == [(primary, failed), (primary, ConnectionState())]
-    assert (failed.error_code, failed.backoff_level) == ("503", 1)
+    assert (failed.error_code, failed.backoff_level) == ("429", 1)
     await persistence_flush()
     row = await ProviderConnection.objects.aget(pk=primary)
     cleared = (row.test_status, row.rate_limited_until, row.backoff_level, row.last_error)
@@ -212,12 +234,12 @@ async def test_disable_cooling_records_the_error_but_never_cools(
         acme, "uncooled", PRIMARY, priority=10, disable_cooling=True
     )
     fake = gateway.fake
-    failures = [UNAVAILABLE, error(429, "slow down", headers={"retry-after": "30"}), UNAVAILABLE]
+    failures = [SLOW_DOWN, error(429, "slow down", headers={"retry-after": "30"}), SLOW_DOWN]
 
     for number, behaviour in enumerate(failures, start=1):
         fake.behaviours[PRIMARY] = behaviour
         assert (await gateway.call()).status >= 429
         state = await gateway.state(only)
         assert (state.test_status, state.rate_limited_until) == ("active", None)
-        assert state.last_error and state.error_code in {"429", "503"}
+        assert state.last_error and state.error_code == "429"
         assert len(fake.calls) == number  # asked every time, no clock advance needed

@@ -20,6 +20,8 @@ import pytest
 from channels.db import database_sync_to_async
 
 import routing.guards.egress as egress_guard
+from resilience.domain.connection_state import ConnectionState
+from resilience.services.connections import connection_key
 from routing.models import Combo, Provider, ProxyLog
 from routing.services import combo_save
 from tests.routing.harness import (
@@ -173,8 +175,11 @@ async def test_a_sibling_cooling_longer_keeps_its_longer_cooldown(
     serving: Gateway, trio: Trio, proxy_log: None
 ) -> None:
     gateway = serving
-    gateway.fake.behaviours[C2] = error(503, "busy", headers={"retry-after": "600"})
-    await serve_once(gateway, trio, "c1", "c2", "c3")  # a 503: c2 alone cools, for 600 s
+    await serve_once(gateway, trio, "c1", "c2", "c3")
+    # c2 alone cools, for 600 s (an account-wide refusal that left no egress lock)
+    until = gateway.clock.now + 600
+    cooling = ConnectionState("unavailable", until, 1, "busy", gateway.clock.now, "", "503")
+    await gateway.store.set(connection_key(trio.c2), cooling.to_dict())
     before = await gateway.state(trio.c2)
     assert before.remaining(gateway.clock.now) == 600
     gateway.fake.behaviours[C1] = RATE_LIMITED
@@ -204,10 +209,12 @@ async def test_disable_cooling_skips_the_lock(
 
 
 async def test_without_the_provider_flag_only_the_failing_connection_cools(
-    serving: Gateway, acme: Provider, proxy_log: None
+    serving: Gateway, proxy_log: None
 ) -> None:
     gateway = serving
-    trio = await database_sync_to_async(add_trio)(acme)
+    # quota per account (so the 429 cools the connection), but not per egress
+    plain = await database_sync_to_async(add_provider)("acme", per_model_quota=False)
+    trio = await database_sync_to_async(add_trio)(plain)
     await serve_once(gateway, trio, "c1", "c2", "c3")
     for connection_id, egress in ((trio.c1, "direct"), (trio.c2, "direct"), (trio.c3, PROXY)):
         await ProxyLog.objects.aupdate_or_create(

@@ -1,0 +1,77 @@
+"""The attempt loop's one outcome recorder: every outcome goes to the resilience attribution
+service once (spec decisions 13-17), which charges failures to their narrowest scope."""
+
+from __future__ import annotations
+
+from resilience.services.attribution import (
+    Policies,
+    Subject,
+    Verdict,
+    attempt_failed,
+    attempt_succeeded,
+)
+from resilience.store import StateStore
+from routing.attempts import AttemptContext
+from routing.domain.breaker_rules import counts_for_breaker
+from routing.domain.failures import failure_input
+from routing.domain.outcomes import Outcome, OutcomeKind
+from routing.domain.planning import Target
+
+
+def subject_of(target: Target) -> Subject:
+    connection = target.connection
+    return Subject(
+        provider=target.provider.slug,
+        connection_id=connection.id,
+        model=target.model,
+        durable=connection.state,
+        disable_cooling=connection.disable_cooling,
+        # an egress-bucketed provider counts quota per egress: never a per-model 429 (§7.5)
+        per_model_quota=target.provider.per_model_quota
+        and not target.provider.egress_bucketed_lock,
+        secrets=(connection.secret,) if connection.secret else (),
+    )
+
+
+def policies_of(target: Target, context: AttemptContext) -> Policies:
+    snapshot, slug = context.snapshot, target.provider.slug
+    return Policies(
+        profile=snapshot.cooldown_profile(slug),
+        breaker=snapshot.breaker_policy(slug),
+        lockout=snapshot.lockout,
+        availability=snapshot.availability,
+        tz=snapshot.time_zone,
+    )
+
+
+class AttributionRecorder:
+    """Hands each outcome to the attribution service and keeps its verdict for the loop."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
+        connection, slug = target.connection, target.provider.slug
+        subject, policies = subject_of(target), policies_of(target, context)
+        permit = context.permits.get(slug)
+        seen = context.connection_states.get(connection.id)
+        if outcome.ok:
+            await attempt_succeeded(
+                store=self.store, subject=subject, policies=policies, permit=permit, seen=seen,
+                locks=context.lock_records.get(connection.id),
+            )  # fmt: skip
+            return
+        snapshot = context.snapshot
+        failure = failure_input(target, outcome, snapshot.error_rules.get(slug, ()))
+        siblings = {c.id: c.state for c in snapshot.connections_for(slug) if c.id != connection.id}
+        verdict: Verdict = await attempt_failed(
+            store=self.store, subject=subject, failure=failure, policies=policies,
+            network=outcome.kind is OutcomeKind.NETWORK_ERROR,
+            breaker_counts=counts_for_breaker(context.plan, target, outcome), permit=permit,
+            siblings=siblings,
+            never_terminal=target.provider.egress_bucketed_lock and failure.status == 429,
+            seen=seen,
+        )  # fmt: skip
+        context.verdicts[(connection.id, target.model)] = verdict
+        if verdict.marked is not None:
+            context.marks[(connection.id, target.model)] = verdict.marked
