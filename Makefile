@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench install clean
+.PHONY: run test lint bench availability install clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -35,6 +35,10 @@ test: lint
 
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
+
+# Random 503s on 5 % of upstream calls: how many requests still succeed (BENCHMARKS.md).
+availability: $(VENV)/.installed
+	$(PY) manage.py availability --requests 3000 --concurrency 16 --write
 
 clean:
 	rm -rf $(VENV) data .mypy_cache .ruff_cache

@@ -9,6 +9,7 @@ request comes from its own process accounting (``/proc/<pid>/stat``), its peak R
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import socket
@@ -142,9 +143,17 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 
 @contextmanager
-def spawned(argv: list[str], env: dict[str, str], port: int) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process that must be listening on ``port``; terminated on exit."""
-    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def spawned(
+    argv: list[str], env: dict[str, str], port: int, *, log: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A child process that must be listening on ``port``; terminated on exit.
+
+    With ``log``, its stderr goes to that file: a pipe nobody reads would block a child that
+    logs much (a gateway logging every upstream failure, say) once the pipe buffer is full.
+    """
+    with log.open("ab") if log is not None else contextlib.nullcontext() as sink:
+        stderr = sink if sink is not None else subprocess.PIPE
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         wait_for_port(port)
         yield process

@@ -15,9 +15,16 @@ Endpoints
     non-stream content for the same knobs.
 ``GET .../models``             an OpenAI model list (knobs do not apply).
 ``GET /_fake/log``             the recorded requests as JSON.
-``POST /_fake/reset``          clears the log and the scripted behaviours.
+``POST /_fake/reset``          clears the log, the scripted behaviours, the per-model knobs and
+                               the counters.
 ``POST /_fake/script``         a JSON list of knob objects (or one object), queued FIFO; each is
                                used by exactly one following chat request.
+``POST /_fake/models``         ``{"model": name, "knobs": {...}}``: knobs for every following chat
+                               request for that model (the name before ``?``) until changed;
+                               empty or null knobs forget them.
+``GET /_fake/stats``           ``{"chat": n, "failed": m}``: chat answers so far and how many were
+                               not a plain success (non-2xx, ``body``, reset, stall or cut);
+                               counted even with ``record=False``.
 
 Knobs
 -----
@@ -36,16 +43,26 @@ Knobs
 ``stall=mid``          send half the chunks (or half a JSON body), then stall likewise.
 ``cut=mid``            send half the chunks, then end the response cleanly without ``[DONE]``
                        (a JSON body is cut by closing the connection after half of it).
-``reset``/``stall``/``cut`` accept ``none`` (or empty) to switch off a lower-precedence value.
+``error_rate``         float 0..1, unset by default: the failure that the other knobs describe
+                       (status, body, retry_after, headers, reset, stall, cut) then applies only
+                       with that probability; otherwise the answer is a normal 200 of the same
+                       shape (latency and chunking kept). ``1`` always fails, ``0`` never.
+                       Draws come from one ``random.Random(seed)`` per server (``FakeUpstream(
+                       seed=...)``, ``manage.py fakeupstream --seed``), so a sequential run is
+                       repeatable; e.g. ``base_url(status=503, error_rate=0.05)``.
+``reset``/``stall``/``cut``/``error_rate`` accept ``none`` (or empty) to switch off a
+lower-precedence value.
 Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then the
 answer; for ``mid``, ``reset`` wins over ``stall`` over ``cut``.
 
 Channels, highest precedence first: (1) scripted behaviours (``/_fake/script`` or
-:meth:`FakeUpstream.script`), (2) request headers ``x-fake-<knob>`` (``-`` or ``_``),
-(3) the model name's query string, e.g. ``"gpt-4o?status=503&retry_after=7"``, (4) a scenario
+:meth:`FakeUpstream.script`), (2) per-model knobs (``/_fake/models`` or
+:meth:`FakeUpstream.set_model`), (3) request headers ``x-fake-<knob>`` (``-`` or ``_``),
+(4) the model name's query string, e.g. ``"gpt-4o?status=503&retry_after=7"``, (5) a scenario
 path prefix, e.g. base URL ``http://127.0.0.1:PORT/s/status=503&latency_ms=10/v1`` (see
-:meth:`FakeUpstream.base_url`), (5) the server defaults (a :class:`Behaviour`). Unknown knobs
-or bad values answer 400 with error type ``fake_knob_error``.
+:meth:`FakeUpstream.base_url`), (6) the server defaults (a :class:`Behaviour`). Unknown knobs
+or bad values answer 400 with error type ``fake_knob_error``. The ``error_rate`` draw comes
+last, on the merged knobs.
 
 Records (:class:`RequestRecord`) are kept for chat and model requests in a bounded deque
 (last 1000) unless ``record=False``; times are ``time.monotonic()`` of the server process.
@@ -58,6 +75,7 @@ Library use::
     with FakeUpstream(defaults=Behaviour(chunks=5)).start() as fake:   # own thread and loop
         client = OpenAI(base_url=fake.base_url(status=503), api_key="x")
         fake.script({"reset": "before"}, {"status": 429, "retry_after": 1})
+        fake.set_model("gpt-4o", status=503)       # until fake.set_model("gpt-4o")
         fake.wait_for(lambda f: f.requests and f.requests[-1].disconnected_at, timeout=1)
 
 From async code in the loop that runs the client, use ``await fake.wait_for_async(...)``

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import random
 import socket
 import struct
 import time
@@ -68,11 +69,14 @@ def _abort(request: web.Request, rec: RequestRecord) -> web.StreamResponse:
 
 
 class FakeApp:
-    """Request handlers; knobs resolve as script > header > model > path > defaults."""
+    """Request handlers; knobs resolve as script > per-model knobs > header > model query >
+    path > defaults, then an ``error_rate`` draw."""
 
-    def __init__(self, defaults: Behaviour, journal: Journal) -> None:
+    def __init__(self, defaults: Behaviour, journal: Journal, seed: int | None = None) -> None:
         self.defaults = defaults
         self.journal = journal
+        # Only the server loop draws, so one generator per server keeps a seeded run repeatable.
+        self._random = random.Random(seed)
         self._ids = itertools.count(1)
 
     def build(self) -> web.Application:
@@ -82,6 +86,8 @@ class FakeApp:
         app.router.add_get("/_fake/log", self._get_log)
         app.router.add_post("/_fake/reset", self._post_reset)
         app.router.add_post("/_fake/script", self._post_script)
+        app.router.add_post("/_fake/models", self._post_model)
+        app.router.add_get("/_fake/stats", self._get_stats)
         return app
 
     def _resolve(self, request: web.Request, model: str) -> Behaviour:
@@ -89,9 +95,16 @@ class FakeApp:
             **_path_knobs(request),
             **dict(parse_qsl(model.partition("?")[2], keep_blank_values=True)),
             **_header_knobs(request),
+            **self.journal.model_knobs(model.partition("?")[0]),
             **self.journal.pop_script(),
         }
         return self.defaults.with_knobs(knobs) if knobs else self.defaults
+
+    def _draw(self, b: Behaviour) -> Behaviour:
+        """With ``error_rate`` set, the failure applies with that probability, else a 200."""
+        if b.error_rate is None or not b.fails:
+            return b
+        return b if self._random.random() < b.error_rate else b.healthy()
 
     def _record(self, request: web.Request, body: Any, b: Behaviour) -> RequestRecord:
         recording = self.journal.recording
@@ -104,9 +117,10 @@ class FakeApp:
         try:
             payload = _json_object(await request.read())
             model = str(payload.get("model") or "fake-model")
-            behaviour = self._resolve(request, model)
+            behaviour = self._draw(self._resolve(request, model))
         except ValueError as exc:
             return wire.error(400, str(exc), "fake_knob_error")
+        self.journal.count(failed=behaviour.fails)
         rec = self._record(request, payload, behaviour)
         rec.model, rec.stream = model.partition("?")[0], payload.get("stream") is True
         try:
@@ -205,6 +219,18 @@ class FakeApp:
     async def _post_reset(self, request: web.Request) -> web.StreamResponse:
         self.journal.reset()
         return wire.json_response({"reset": True})
+
+    async def _get_stats(self, request: web.Request) -> web.StreamResponse:
+        return wire.json_response(self.journal.stats())
+
+    async def _post_model(self, request: web.Request) -> web.StreamResponse:
+        try:
+            item = _json_object(await request.read())
+            model, knobs = str(item["model"]), checked_knobs(item.get("knobs") or {})
+        except (KeyError, TypeError, ValueError) as exc:
+            return wire.error(400, f"need {{model, knobs}}: {exc}", "fake_knob_error")
+        self.journal.set_model(model, knobs)
+        return wire.json_response({"model": model, "knobs": knobs})
 
     async def _post_script(self, request: web.Request) -> web.StreamResponse:
         try:

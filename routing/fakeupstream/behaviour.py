@@ -11,6 +11,8 @@ from urllib.parse import urlencode
 import orjson
 
 Phase = Literal["before", "mid"]
+# What an ``error_rate`` draw that passes keeps: the shape of the answer, not its failure.
+SHAPE_KNOBS: Final = ("latency_ms", "chunks", "chunk_interval_ms", "chunk_size", "error_rate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +30,13 @@ class Behaviour:
     reset: Phase | None = None
     stall: Phase | None = None
     cut: Literal["mid"] | None = None
+    error_rate: float | None = None
 
     def __post_init__(self) -> None:
         if not 100 <= self.status <= 599:
             raise ValueError(f"status out of range: {self.status}")
+        if self.error_rate is not None and not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError(f"error_rate must be within 0..1, got {self.error_rate}")
         if min(self.latency_ms, self.chunk_interval_ms, self.chunks) < 0 or self.chunk_size < 1:
             raise ValueError("need latency_ms, chunk_interval_ms, chunks >= 0, chunk_size >= 1")
 
@@ -45,6 +50,17 @@ class Behaviour:
         if self.reset == "mid":
             return "reset"
         return "stall" if self.stall == "mid" else self.cut and "cut"
+
+    @property
+    def fails(self) -> bool:
+        """True when the answer is not a plain success: non-2xx, own body, reset, stall, cut."""
+        abnormal = self.body is not None or not 200 <= self.status < 300
+        return abnormal or bool(self.reset or self.stall or self.cut)
+
+    def healthy(self) -> Behaviour:
+        """The normal 200 answer of the same shape: only the shaping knobs are kept
+        (latency, chunking, ``error_rate``); every other knob is back to its default."""
+        return dataclasses.replace(Behaviour(), **{k: getattr(self, k) for k in SHAPE_KNOBS})
 
 
 @dataclass(slots=True)
@@ -87,6 +103,11 @@ def _float(value: object) -> float:
     return float(str(value))
 
 
+def _rate(value: object) -> float | None:
+    text = "" if value is None else str(value).strip().lower()
+    return None if text in ("", "none") else float(text)
+
+
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
@@ -122,6 +143,7 @@ _KNOBS: Final[dict[str, Callable[[object], Any]]] = {
     "reset": _choice("before", "mid"),
     "stall": _choice("before", "mid"),
     "cut": _choice("mid"),
+    "error_rate": _rate,
 }
 
 

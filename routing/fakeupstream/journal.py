@@ -1,4 +1,5 @@
-"""Thread-safe shared state: the bounded request log and the script queue."""
+"""Thread-safe shared state: the bounded request log, the script queue, the per-model
+knobs and the answer counters."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class Journal:
         self._changed = threading.Event()
         self._log: deque[RequestRecord] = deque(maxlen=LOG_SIZE)
         self._script: deque[dict[str, Any]] = deque()
+        self._models: dict[str, dict[str, Any]] = {}
+        self._stats = {"chat": 0, "failed": 0}
 
     def add(self, rec: RequestRecord) -> None:
         if self.recording:
@@ -44,6 +47,8 @@ class Journal:
         with self._lock:
             self._log.clear()
             self._script.clear()
+            self._models.clear()
+            self._stats = dict.fromkeys(self._stats, 0)
 
     def push_script(self, behaviours: Iterable[dict[str, Any]]) -> None:
         with self._lock:
@@ -52,6 +57,28 @@ class Journal:
     def pop_script(self) -> dict[str, Any]:
         with self._lock:
             return self._script.popleft() if self._script else {}
+
+    def set_model(self, model: str, knobs: dict[str, Any]) -> None:
+        """Apply ``knobs`` to every chat request for ``model``; empty knobs forget it."""
+        with self._lock:
+            if knobs:
+                self._models[model] = dict(knobs)
+            else:
+                self._models.pop(model, None)
+
+    def model_knobs(self, model: str) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._models.get(model, {}))
+
+    def count(self, *, failed: bool) -> None:
+        """Count one chat answer (kept even when the log is off)."""
+        with self._lock:
+            self._stats["chat"] += 1
+            self._stats["failed"] += failed
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._stats)
 
     def wait_until(self, check: Callable[[], object], timeout: float) -> bool:
         deadline = time.monotonic() + timeout

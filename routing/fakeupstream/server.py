@@ -34,10 +34,11 @@ class FakeUpstream:
         port: int = 0,
         defaults: Behaviour | None = None,
         record: bool = True,
+        seed: int | None = None,
     ) -> None:
         self._host, self._port = host, port
         self._journal = Journal(record=record)
-        self._app = FakeApp(defaults or Behaviour(), self._journal)
+        self._app = FakeApp(defaults or Behaviour(), self._journal, seed)
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -54,13 +55,23 @@ class FakeUpstream:
         """Queue knob sets for the next chat requests (FIFO, each used once)."""
         self._journal.push_script([checked_knobs(b) for b in behaviours])
 
+    def set_model(self, model: str, **knobs: object) -> None:
+        """Apply ``knobs`` to every following chat request for ``model`` (the name before
+        ``?``) until changed; no knobs: forget the model's knobs."""
+        self._journal.set_model(model, checked_knobs(knobs))
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Chat answers so far: ``chat`` in all, ``failed`` of them not a plain success."""
+        return self._journal.stats()
+
     @property
     def requests(self) -> list[RequestRecord]:
         """A snapshot (shallow copies) of the recorded requests, oldest first."""
         return self._journal.snapshot()
 
     def reset(self) -> None:
-        """Forget recorded requests and scripted behaviours."""
+        """Forget recorded requests, scripted behaviours, per-model knobs and the counters."""
         self._journal.reset()
 
     def wait_for(self, predicate: Predicate, timeout: float = 5.0) -> bool:

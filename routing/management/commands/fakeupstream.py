@@ -35,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--chunk-interval-ms", type=float, help="delay between chunks")
         parser.add_argument("--latency-ms", type=float, help="delay before response headers")
         parser.add_argument("--no-record", action="store_true", help="keep no request log")
+        parser.add_argument(
+            "--seed", type=int, help="seed of the error_rate draws (repeatable runs)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         knobs = {k: options[k] for k in ("chunks", "chunk_interval_ms", "latency_ms")}
@@ -44,6 +47,7 @@ class Command(BaseCommand):
             port=options["port"],
             defaults=defaults,
             record=not options["no_record"],
+            seed=options["seed"],
         )
         try:
             _run(self._serve(fake))

@@ -87,6 +87,8 @@ async def test_cut_mid_ends_stream_without_done(
     events = sse_data(resp.text)
     assert resp.status_code == 200 and len(events) == 10 and "[DONE]" not in events
     assert all(d.get("content") for d in deltas(events))
+    # The client can read the end of the stream before the fake's handler marks it done.
+    await fake.wait_for_async(lambda f: last(f).completed, timeout=2)
     assert last(fake).completed
 
 
