@@ -3,6 +3,8 @@ service once (spec decisions 13-17), which charges failures to their narrowest s
 
 from __future__ import annotations
 
+from resilience.domain.breaker import Permit
+from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import (
     Policies,
     Subject,
@@ -10,6 +12,8 @@ from resilience.services.attribution import (
     attempt_failed,
     attempt_succeeded,
 )
+from resilience.services.breakers import FRESH_PERMIT
+from resilience.services.lockouts import LockRecord
 from resilience.store import StateStore
 from routing.attempts import AttemptContext
 from routing.domain.breaker_rules import counts_for_breaker
@@ -44,6 +48,14 @@ def policies_of(target: Target, context: AttemptContext) -> Policies:
     )
 
 
+def _nothing_to_recover(
+    permit: Permit | None, seen: ConnectionState | None, locks: LockRecord | None, model: str
+) -> bool:
+    """Selected clean (no connection errors, no pair state) and the provider had no breaker."""
+    clean = seen is not None and seen.is_clean
+    return clean and permit is FRESH_PERMIT and (locks is None or not locks.concerns(model))
+
+
 class AttributionRecorder:
     """Hands each outcome to the attribution service and keeps its verdict for the loop."""
 
@@ -52,15 +64,18 @@ class AttributionRecorder:
 
     async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
         connection, slug = target.connection, target.provider.slug
-        subject, policies = subject_of(target), policies_of(target, context)
         permit = context.permits.get(slug)
         seen = context.connection_states.get(connection.id)
         if outcome.ok:
+            locks = context.lock_records.get(connection.id)
+            if _nothing_to_recover(permit, seen, locks, target.model):
+                return  # the hot path: a healthy target leaves no state to clear
             await attempt_succeeded(
-                store=self.store, subject=subject, policies=policies, permit=permit, seen=seen,
-                locks=context.lock_records.get(connection.id),
+                store=self.store, subject=subject_of(target),
+                policies=policies_of(target, context), permit=permit, seen=seen, locks=locks,
             )  # fmt: skip
             return
+        subject, policies = subject_of(target), policies_of(target, context)
         snapshot = context.snapshot
         failure = failure_input(target, outcome, snapshot.error_rules.get(slug, ()))
         siblings = {c.id: c.state for c in snapshot.connections_for(slug) if c.id != connection.id}
