@@ -13,7 +13,10 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.domain.breaker import BreakerState
+from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState
+from resilience.models import CircuitBreaker
+from resilience.persistence import persistence_flush
+from resilience.services import breakers as breaker_services
 from resilience.services import resilience_settings_update
 from resilience.services.connections import connection_state_reset
 from routing.models import Combo, Provider
@@ -151,6 +154,34 @@ async def test_an_open_breaker_answers_503_without_calling_upstream(
     gateway.clock.advance(10.5)
     later = await gateway.call(A_MODEL)
     assert (later.json()["error"]["retry_after"], later.headers["retry-after"]) == (20, "20")
+
+
+async def test_an_opening_is_written_before_its_answer_returns(
+    gateway: Gateway, acme_primary: int, thresholds: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 18: a kill right after the answer must not lose an open breaker. The spy's
+    # write of the opening takes many loop turns: only an awaited write ends before the answer.
+    written: list[str] = []
+    persist = breaker_services.persist_breaker
+
+    async def slow(state: str) -> None:
+        for _ in range(200):
+            await asyncio.sleep(0)
+        written.append(state)
+
+    def spy(name: str, breaker: Breaker, policy: BreakerPolicy | None) -> asyncio.Task[None]:
+        persist(name, breaker, policy)
+        return asyncio.ensure_future(slow(str(breaker.state)))
+
+    monkeypatch.setattr(breaker_services, "persist_breaker", spy)
+    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
+
+    await trip(gateway)
+
+    assert "open" in written
+    await persistence_flush()
+    row = await CircuitBreaker.objects.aget(name="acme")
+    assert (row.state, row.failure_count) == ("open", THRESHOLD)
 
 
 # --- 2. what counts -------------------------------------------------------------------------

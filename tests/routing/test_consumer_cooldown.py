@@ -176,6 +176,33 @@ async def test_a_terminal_connection_is_never_asked_again(
     assert (row.test_status, row.rate_limited_until) == (terminal, None)
 
 
+async def test_a_terminal_state_is_written_before_its_answer_returns(
+    gateway: Gateway, primary: int, backup: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 18: the spy's write takes many loop turns; only an awaited write ends first.
+    written: list[str] = []
+    persist = connection_services.persist_connection_state
+
+    async def slow(status: str) -> None:
+        for _ in range(200):
+            await asyncio.sleep(0)
+        written.append(status)
+
+    def spy(connection_id: int, state: ConnectionState) -> asyncio.Task[None]:
+        persist(connection_id, state)
+        return asyncio.ensure_future(slow(state.test_status))
+
+    monkeypatch.setattr(connection_services, "persist_connection_state", spy)
+    gateway.fake.behaviours.update({PRIMARY: error(401, "Incorrect API key provided"), BACKUP: OK})
+
+    assert (await gateway.call()).connection == backup
+
+    assert written == ["expired"]
+    await persistence_flush()
+    row = await ProviderConnection.objects.aget(pk=primary)
+    assert row.test_status == "expired"
+
+
 async def test_the_operator_reset_brings_a_terminal_connection_back(
     gateway: Gateway, primary: int, backup: int, process_store: None
 ) -> None:
