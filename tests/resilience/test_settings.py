@@ -384,37 +384,3 @@ def test_merge_keeps_omitted_fields() -> None:
 def test_merge_replaces_malformed_stored_nodes() -> None:
     patch = {"providerCooldown": {"enabled": True}}
     assert merge({"providerCooldown": "junk", "legacy": 1}, patch) == {**patch, "legacy": 1}
-
-
-@pytest.mark.parametrize(
-    ("patch", "field", "message"),
-    [
-        ({"availability": {"consecutiveFailures": 1}}, "availability.consecutiveFailures",
-         "must be between 2 and 100"),
-        ({"availability": {"transientCooldownCapMs": 999}}, "availability.transientCooldownCapMs",
-         "must be between 1000 and 600000"),
-        ({"attempts": {"retriesPerTarget": 6}}, "attempts.retriesPerTarget",
-         "must be between 0 and 5"),
-        ({"providerBreaker": {"apikey": {"minimumCalls": 1}}},
-         "providerBreaker.apikey.minimumCalls", "must be between 2 and 1000"),
-        ({"providerBreaker": {"apikey": {"failureRatePercent": 101}}},
-         "providerBreaker.apikey.failureRatePercent", "must be between 1 and 100"),
-        ({"providerBreaker": {"apikey": {"windowMs": 500}}}, "providerBreaker.apikey.windowMs",
-         "must be between 1000 and 3600000"),
-    ],
-)  # fmt: skip
-def test_the_availability_numbers_are_bounded(patch: Any, field: str, message: str) -> None:
-    assert _errors(patch, _defaults()) == {field: message}
-
-
-def test_the_availability_defaults() -> None:
-    settings = resolve_settings({}, NO_ENV)
-    availability = settings.availability
-    assert (availability.consecutive_failures, availability.transient_cooldown_cap_ms) == (
-        3, 30_000,
-    )  # fmt: skip
-    assert availability.panic_enabled and availability.retries_per_target == 1
-    breaker = settings.breaker_for(ProfileName.APIKEY)
-    assert (breaker.window_ms, breaker.minimum_calls, breaker.failure_rate_percent) == (
-        60_000, 10, 50,
-    )  # fmt: skip

@@ -48,9 +48,6 @@ BREAKER_SETTINGS = {
     # One upstream call per request: the retry of a lone transient failure is tested elsewhere.
     "attempts": {"retriesPerTarget": 0},
 }
-GATE_SECONDS = 5
-GATE = {"enabled": True, "minRetryCooldownMs": GATE_SECONDS * 1000}
-GATE_SETTINGS = {"providerCooldown": {**GATE, "maxRetryCooldownMs": 300_000}}
 # Failures are de-duplicated for 5 s per (provider, connection) (``Gateway.fail`` waits
 # PAST_CONNECTION_DEDUP_SECONDS between them), network ones 10 s per provider.
 PAST_NETWORK_DEDUP_SECONDS = 11.0
@@ -117,12 +114,6 @@ def bravo_only(bravo: Provider) -> int:
 def thresholds(db: None) -> None:
     """API-key providers open at 3 failures, degrade at 2, and stay open 30 s."""
     resilience_settings_update(patch=BREAKER_SETTINGS)
-
-
-@pytest.fixture
-def window_gate(db: None) -> None:
-    """The window gate on, a failed connection held 5 s (doubling per failure)."""
-    resilience_settings_update(patch=GATE_SETTINGS)
 
 
 # --- 1. open breaker short-circuits ---------------------------------------------------------
@@ -419,49 +410,3 @@ async def test_a_combo_failure_counts_only_when_the_next_step_leaves_the_provide
     assert reply.status == 429
     assert gateway.fake.calls == [A_SECRET, second_secret]
     assert (await gateway.breaker("acme")).failure_count == counted
-
-
-# --- 7. window gate -------------------------------------------------------------------------
-
-
-async def test_the_window_gate_holds_a_failed_combo_connection_until_its_cooldown_ends(
-    gateway: Gateway, acme: Provider, acme_primary: int, acme_backup: int, window_gate: None
-) -> None:
-    await database_sync_to_async(add_combo)("gated", (acme, None))
-    fake = gateway.fake
-    fake.behaviours.update({A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: OK})
-    # given: the primary failed and the backup served
-    assert (await gateway.call("gated")).decision()["connection"] == str(acme_backup)
-    # when / then: the primary is held without being asked
-    held = await gateway.call("gated")
-    assert held.decision()["connection"] == str(acme_backup)
-    assert held.decision()["excluded"] == f"acme/{MODEL}@{acme_primary}:connection_cooldown"
-    assert fake.calls == [A_SECRET, A_BACKUP_SECRET, A_BACKUP_SECRET]
-    # when / then: 5 s later it is tried again, and serves
-    fake.behaviours[A_SECRET] = OK
-    gateway.clock.advance(GATE_SECONDS)
-    again = await gateway.call("gated")
-    assert again.decision()["connection"] == str(acme_primary)
-    assert "excluded" not in again.decision()
-
-
-async def test_a_success_clears_the_window_gate_backoff(
-    gateway: Gateway, acme: Provider, acme_primary: int, acme_backup: int, window_gate: None
-) -> None:
-    # given: the primary failed, cooled down, served once, then failed once more
-    await database_sync_to_async(add_combo)("gated", (acme, None))
-    fake = gateway.fake
-    fake.behaviours.update({A_SECRET: UNAVAILABLE, A_BACKUP_SECRET: OK})
-    await gateway.call("gated")
-    gateway.clock.advance(GATE_SECONDS)
-    fake.behaviours[A_SECRET] = OK
-    assert (await gateway.call("gated")).decision()["connection"] == str(acme_primary)
-    fake.behaviours[A_SECRET] = UNAVAILABLE
-    await gateway.call("gated")
-    # when: the first cooldown (5 s) has passed, not the doubled one (10 s)
-    gateway.clock.advance(GATE_SECONDS)
-    fake.behaviours[A_SECRET] = OK
-    reply = await gateway.call("gated")
-    # then: the success had reset the count, so the primary is tried again
-    assert reply.decision()["connection"] == str(acme_primary)
-    assert "excluded" not in reply.decision()
