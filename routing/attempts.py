@@ -8,30 +8,42 @@ Later mechanisms plug in at two seams, without touching the loop:
 * an **outcome recorder** sees every attempt's outcome; the first one hands it to the
   resilience attribution service, whose verdict says whether the loop moves on.
 
-The order of last resorts (spec decisions 14, 15, 20): the next eligible target; after a
-transient failure with no other target left, one retry of the same target; when every target
-was excluded only by self-set timers, one panic attempt on the target whose timer ends first.
+The order of last resorts (spec decisions 14, 15, 20): the attempt policy on the current
+target (a retry with backoff, or waiting out a short ``Retry-After``:
+``resilience.domain.attempt_policy``); the next eligible target; after a transient failure
+with no other target left, one retry of the same target; when every target was excluded only
+by self-set timers, one panic attempt on the target whose timer ends first. The request's
+deadline bounds all of it.
 The loop fails over only while nothing has reached the client: the consumer relays a reply
 after the loop has returned it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
+import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from resilience.domain.attempt_policy import Decision, Failure, Step, decide
 from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from resilience.domain.breaker import Permit
 from resilience.domain.connection_state import ConnectionState, Marked
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
-from routing.domain.outcomes import Outcome, should_fail_over
+from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target
 from routing.payload import encode_for_target
 from routing.upstream import Upstream, UpstreamReply
+
+# Indirections so tests can run the policy's waits and the deadline on a fake clock.
+now: Callable[[], float] = time.monotonic
+pause: Callable[[float], Awaitable[None]] = asyncio.sleep
+jitter: Callable[[], float] = random.random
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +80,11 @@ class AttemptContext:
     connection_states: dict[int, ConnectionState] = field(default_factory=dict)  # as selected
     exclusions: list[Exclusion] = field(default_factory=list)
     attempts: list[tuple[Target, Outcome]] = field(default_factory=list)
-    retries: int = 0
+    retries: dict[tuple[int, str], int] = field(default_factory=dict)  # by (connection, model)
     panic: bool = False
+    stopped: bool = False  # the policy returned a failure to the client
+    deadline_at: float = math.inf  # monotonic; ``attempts.deadlineMs`` or the client's header
+    deadline_hit: bool = False
 
     @property
     def last_outcome(self) -> Outcome | None:
@@ -77,6 +92,22 @@ class AttemptContext:
 
     def verdict(self, target: Target) -> Verdict | None:
         return self.verdicts.get((target.connection.id, target.model))
+
+    def retries_of(self, target: Target) -> int:
+        return self.retries.get((target.connection.id, target.model), 0)
+
+    def count_retry(self, target: Target) -> None:
+        key = (target.connection.id, target.model)
+        self.retries[key] = self.retries.get(key, 0) + 1
+
+    def remaining(self) -> float:
+        """Seconds left before the request's deadline."""
+        return self.deadline_at - now()
+
+    def out_of_time(self) -> bool:
+        if self.remaining() <= 0:
+            self.deadline_hit = True
+        return self.deadline_hit
 
 
 class EligibilityFilter(Protocol):
@@ -119,26 +150,67 @@ class AttemptLoop:
         self.restate = restate
 
     async def run(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
-        """Try each eligible target once, in plan order, until one succeeds or must stop."""
+        """Try the plan's targets in order, each as the attempt policy says, until one succeeds,
+        the policy stops, or the request's deadline runs out."""
         last: Target | None = None
-        for target in context.plan.targets:
+        targets = context.plan.targets
+        for index, target in enumerate(targets):
+            if context.out_of_time():
+                return AttemptResult()
             if await self._excluded(target, context):
                 continue
-            result = await self._attempt(target, context, payload)
-            if result.reply is not None:
+            result = await self._try_target(target, context, payload, index < len(targets) - 1)
+            if result.reply is not None or context.stopped:
                 return result
             last = target
-            if not self._moves_on(target, context):
-                return result
         if last is not None:
             return await self._retry(last, context, payload)
         return await self._panic(context, payload)
+
+    async def _try_target(
+        self, target: Target, context: AttemptContext, payload: dict[str, object], others: bool
+    ) -> AttemptResult:
+        """One target: an attempt, then the policy's retries of it."""
+        while True:
+            result = await self._attempt(target, context, payload)
+            if result.reply is not None:
+                return result
+            decision = self._decide(target, context, others)
+            if decision.step is Step.STOP:
+                context.stopped = True
+                return result
+            if decision.step is Step.NEXT:
+                return result
+            context.count_retry(target)
+            if decision.wait_seconds > 0:
+                await pause(decision.wait_seconds)
+            if context.out_of_time() or await self._excluded(target, context):
+                return result
+
+    def _decide(self, target: Target, context: AttemptContext, others: bool) -> Decision:
+        verdict, outcome = context.verdict(target), context.last_outcome
+        if verdict is None:  # no recorder said anything: the outcome alone decides
+            moves = outcome is not None and should_fail_over(outcome)
+            return Decision(Step.NEXT if moves else Step.STOP)
+        connection_level = outcome is not None and outcome.kind in (
+            OutcomeKind.NETWORK_ERROR, OutcomeKind.TIMEOUT,
+        )  # fmt: skip
+        failure = Failure(verdict.fail_over, verdict.transient, connection_level, verdict.hint_ms)
+        return decide(
+            failure, context.snapshot.attempts, retries_used=context.retries_of(target),
+            others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),
+        )  # fmt: skip
 
     async def _attempt(
         self, target: Target, context: AttemptContext, payload: dict[str, object]
     ) -> AttemptResult:
         body = encode_for_target(payload, target)
-        outcome, reply = await self.upstream.send(target, body, stream=context.stream)
+        try:
+            async with asyncio.timeout(context.remaining()):
+                outcome, reply = await self.upstream.send(target, body, stream=context.stream)
+        except TimeoutError:  # the request's deadline ran out during this attempt
+            context.deadline_hit = True
+            outcome, reply = Outcome(OutcomeKind.TIMEOUT, detail="request deadline"), None
         try:
             if self.restate is not None:
                 outcome = self.restate(target, outcome, context)
@@ -153,21 +225,16 @@ class AttemptLoop:
     async def _retry(
         self, target: Target, context: AttemptContext, payload: dict[str, object]
     ) -> AttemptResult:
-        """Decision 14: a transient failure with no other target left is retried (once by
-        default: ``attempts.retriesPerTarget``)."""
-        allowed = context.snapshot.availability.retries_per_target
-        result = AttemptResult()
-        while context.retries < allowed:
-            verdict = context.verdict(target)
-            if verdict is None or not verdict.transient:
-                break
-            context.retries += 1
-            if await self._excluded(target, context):  # e.g. that failure completed a run
-                break
-            result = await self._attempt(target, context, payload)
-            if result.reply is not None:
-                break
-        return result
+        """Decision 14: a transient failure with no other target left that answered is retried
+        (if its retries are not spent already)."""
+        verdict = context.verdict(target)
+        allowed = context.snapshot.attempts.retries_per_target
+        if verdict is None or not verdict.transient or context.retries_of(target) >= allowed:
+            return AttemptResult()
+        if context.out_of_time() or await self._excluded(target, context):
+            return AttemptResult()
+        context.count_retry(target)
+        return await self._attempt(target, context, payload)
 
     async def _panic(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Decision 15: every target excluded by self-set timers only → one attempt anyway, on
@@ -182,14 +249,6 @@ class AttemptLoop:
             return AttemptResult()
         context.panic = True
         return await self._attempt(first.target, context, payload)
-
-    def _moves_on(self, target: Target, context: AttemptContext) -> bool:
-        """Fail over wherever the attribution said another target may answer."""
-        verdict = context.verdict(target)
-        if verdict is not None:
-            return verdict.fail_over
-        outcome = context.last_outcome
-        return outcome is not None and should_fail_over(outcome)
 
     async def _excluded(
         self, target: Target, context: AttemptContext, *, panic: bool = False

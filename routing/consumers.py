@@ -19,9 +19,11 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 from django.utils import timezone
 
+from resilience.domain.attempt_policy import deadline_ms
 from resilience.services.housekeeping import resilience_ready
 from resilience.state import get_store
 from resilience.store import StateStore
+from routing import attempts
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 from routing.domain.auth import authenticate, presented_key
 from routing.domain.catalog import model_list
@@ -38,6 +40,7 @@ from routing.upstream import Upstream
 logger = logging.getLogger(__name__)
 
 JSON = b"application/json"
+DEADLINE_HEADER = b"x-omniroute-deadline-ms"
 NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
 
@@ -187,7 +190,15 @@ class ChatCompletionsConsumer(ProxyConsumer):
         stream = bool(payload.get("stream", False))
         await resilience_ready(self.store)
         context = AttemptContext(self.request_id, key, plan, stream, snapshot)
+        context.deadline_at = attempts.now() + self._deadline_ms(snapshot) / 1000
         await self.race_disconnect(self._attempt_and_relay(context, payload))
+
+    def _deadline_ms(self, snapshot: ConfigSnapshot) -> int:
+        header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)
+        try:
+            return deadline_ms(snapshot.attempts, header)
+        except ValueError as error:
+            raise GatewayError(400, "invalid_deadline", str(error)) from error
 
     async def _attempt_and_relay(self, context: AttemptContext, payload: dict[str, Any]) -> None:
         result = await attempt_loop(self.upstream, self.store).run(context, payload)

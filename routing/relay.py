@@ -56,6 +56,8 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         (b"x-omniroute-decision", decision_header(context, None)),
     ]
     outcome = context.last_outcome
+    if context.deadline_hit:
+        return _deadline_exceeded(context, headers)
     if outcome is None:
         return _all_excluded(context, headers)
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status == 401:
@@ -79,6 +81,18 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         return 504, error_body(message, "upstream_error", "upstream_timeout"), headers
     message = f"The upstream could not be reached ({outcome.detail})."
     return 502, error_body(message, "upstream_error", "upstream_unreachable"), headers
+
+
+def _deadline_exceeded(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:
+    """The request's deadline ran out: 504, with what was tried."""
+    tried = [
+        f"{target.label}@{target.connection.id}: {outcome.status or outcome.detail}"
+        for target, outcome in context.attempts
+    ]
+    message = "The request's deadline ran out before any target answered"
+    message += f" (tried: {'; '.join(tried)})." if tried else " (no target was tried)."
+    body = error_body(message, "upstream_error", "request_deadline_exceeded")
+    return 504, body, headers
 
 
 def _retry_after_seconds(seconds: float) -> int:

@@ -196,4 +196,5 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         time_zone=ZoneInfo(django_settings.TIME_ZONE),
         lockout=lockout,
         availability=settings.availability,
+        attempts=settings.attempts,
     )

@@ -1,7 +1,6 @@
 """Availability-first numbers (spec decisions 14-16), pure.
 
-A lone transient failure leaves no timer and is retried (``retries_per_target`` times, on the
-last target only: with another target left, the request fails over instead);
+A lone transient failure leaves no timer (the attempt policy retries it or fails over);
 ``consecutive_failures`` in a row take the (connection, model) pair out, for at most
 ``transient_cooldown_cap_ms``; when every target of a request is excluded only by self-set
 timers, ``panic_enabled`` allows one attempt anyway.
@@ -11,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT_RETRIES_PER_TARGET = 1
 DEFAULT_CONSECUTIVE_FAILURES = 3
 DEFAULT_TRANSIENT_COOLDOWN_CAP_MS = 30_000
 
@@ -23,7 +21,6 @@ class AvailabilitySettings:
     consecutive_failures: int = DEFAULT_CONSECUTIVE_FAILURES
     transient_cooldown_cap_ms: int = DEFAULT_TRANSIENT_COOLDOWN_CAP_MS
     panic_enabled: bool = True
-    retries_per_target: int = DEFAULT_RETRIES_PER_TARGET  # ``attempts.retriesPerTarget``
 
     @property
     def transient_cap_seconds(self) -> float:

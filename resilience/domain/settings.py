@@ -49,6 +49,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
@@ -134,6 +135,7 @@ class ResilienceSettings:
     connection_cooldown: Mapping[ProfileName, CooldownSettings]  # every profile, local included
     model_lockout: LockoutSettings
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
+    attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -222,7 +224,12 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             consecutive_failures=number_of(values, "availability.consecutiveFailures"),
             transient_cooldown_cap_ms=number_of(values, "availability.transientCooldownCapMs"),
             panic_enabled=bool(values["availability.panicEnabled"]),
+        ),
+        attempts=AttemptPolicy(
             retries_per_target=number_of(values, "attempts.retriesPerTarget"),
+            backoff_base_ms=number_of(values, "attempts.backoffBaseMs"),
+            max_retry_after_wait_ms=number_of(values, "attempts.maxRetryAfterWaitMs"),
+            deadline_ms=number_of(values, "attempts.deadlineMs"),
         ),
     )
 
@@ -270,7 +277,12 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "transientCooldownCapMs": settings.availability.transient_cooldown_cap_ms,
             "panicEnabled": settings.availability.panic_enabled,
         },
-        "attempts": {"retriesPerTarget": settings.availability.retries_per_target},
+        "attempts": {
+            "retriesPerTarget": settings.attempts.retries_per_target,
+            "backoffBaseMs": settings.attempts.backoff_base_ms,
+            "maxRetryAfterWaitMs": settings.attempts.max_retry_after_wait_ms,
+            "deadlineMs": settings.attempts.deadline_ms,
+        },
     }
 
 

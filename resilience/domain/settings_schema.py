@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
@@ -91,8 +92,15 @@ AVAILABILITY_FIELDS: dict[str, FieldSpec] = {
         Kind.INT, _AVAILABILITY.transient_cooldown_cap_ms, 1_000, 600_000
     ),
     "availability.panicEnabled": FieldSpec(Kind.BOOL, _AVAILABILITY.panic_enabled),
-    # The attempt policy's first key (decision 14); the rest of the section comes with it.
-    "attempts.retriesPerTarget": FieldSpec(Kind.INT, _AVAILABILITY.retries_per_target, 0, 5),
+}
+_ATTEMPTS = AttemptPolicy()
+ATTEMPT_FIELDS: dict[str, FieldSpec] = {
+    "attempts.retriesPerTarget": FieldSpec(Kind.INT, _ATTEMPTS.retries_per_target, 0, 5),
+    "attempts.backoffBaseMs": FieldSpec(Kind.INT, _ATTEMPTS.backoff_base_ms, 0, 10_000),
+    "attempts.maxRetryAfterWaitMs": FieldSpec(
+        Kind.INT, _ATTEMPTS.max_retry_after_wait_ms, 0, 60_000
+    ),
+    "attempts.deadlineMs": FieldSpec(Kind.INT, _ATTEMPTS.deadline_ms, 1_000, MS_PER_HOUR),
 }
 
 SCHEMA: dict[str, FieldSpec] = {
@@ -107,6 +115,7 @@ SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in COOLDOWN_SECTIONS for path, spec in _cooldown_fields(name).items()},
     **MODEL_LOCKOUT_FIELDS,
     **AVAILABILITY_FIELDS,
+    **ATTEMPT_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.

@@ -89,6 +89,7 @@ class Verdict:
     effect: Effect = Effect.NONE
     marked: Marked | None = None  # the connection marking, for connection-scoped failures
     classification: Classification | None = None
+    hint_ms: int | None = None  # the upstream's retry hint, whatever the profile says
 
     @property
     def fail_over(self) -> bool:
@@ -134,22 +135,24 @@ async def attempt_failed(
     )
     signals = _signals(subject, failure, network, now, policies.tz)
     attribution = attribute(signals, classification)
+    hint = signals.hint_ms
     if attribution.scope is Scope.REQUEST:
-        return Verdict(attribution, classification=classification)
+        return Verdict(attribution, classification=classification, hint_ms=hint)
     if attribution.scope is Scope.PAIR:
         effect = await _charge_pair(store, subject, attribution, policies)
     else:
-        return await _charge_connection(
+        verdict = await _charge_connection(
             store, subject, failure, attribution, policies, signals, siblings or {},
             never_terminal,
         )  # fmt: skip
+        return replace(verdict, hint_ms=hint)
     if attribution.breaker and breaker_counts and not classification.skip_provider_breaker:
         await breaker_record_failure(
             store=store, name=subject.provider, policy=policies.breaker,
             connection_id=subject.connection_id, network=network, permit=permit,
             source=None if network else subject.source,
         )  # fmt: skip
-    return Verdict(attribution, effect, classification=classification)
+    return Verdict(attribution, effect, classification=classification, hint_ms=hint)
 
 
 async def _charge_pair(

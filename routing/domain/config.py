@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from urllib.parse import urlsplit
 
+from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
@@ -140,6 +141,7 @@ class ConfigSnapshot:
     time_zone: tzinfo = UTC
     lockout: LockoutSettings = field(default_factory=LockoutSettings)
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
+    attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

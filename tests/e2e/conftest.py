@@ -23,6 +23,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from resilience.domain.settings import resolve_settings, to_document
 from routing.fakeupstream import FakeUpstream
 from tests.conftest import free_port
 
@@ -126,7 +127,16 @@ def serving(env: dict[str, str], manage_key: str) -> Iterator[Gateway]:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env, manage_key = prepare_gateway(tmp_path_factory.mktemp("gateway"))
     with serving(env, manage_key) as running:
+        _reset_settings(running, env)
         yield running
+
+
+def _reset_settings(gateway: Gateway, env: dict[str, str]) -> None:
+    """Start from the default resilience settings: under DATABASE_URL the database (settings
+    included) outlives a run, and an interrupted test may not have put its changes back."""
+    defaults = to_document(resolve_settings({}, env))
+    response = gateway.api.patch("/api/resilience", json=defaults)
+    assert response.status_code == 200, response.text
 
 
 @dataclass

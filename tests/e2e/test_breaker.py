@@ -7,8 +7,9 @@ bounded poll for the 1 s reset timeout.
 
 A 5xx is pinned to its (connection, model) pair until a second pair of the provider fails
 (spec decision 14), so each failing provider here has two connections that both answer 503:
-the first request's first failure is pinned, its second counts (its retry falls in the 5 s
-de-duplication window), and the second request's first failure opens the breaker.
+the first request's first failure is pinned, its second counts, and the second request's
+first failure opens the breaker. The attempt policy's retries are off here
+(``attempts.retriesPerTarget`` 0), so each upstream call is one the breaker judges.
 """
 
 from __future__ import annotations
@@ -35,16 +36,20 @@ pytestmark = pytest.mark.e2e
 
 FAST_LOCAL = {"failureThreshold": 2, "degradationThreshold": 1, "resetTimeoutMs": 1000}
 DOWN = {"status": 503}
+NO_RETRIES = {"retriesPerTarget": 0}
 MESSAGES = [{"role": "user", "content": "x"}]
 
 
 @pytest.fixture
 def fast_local_breaker(gateway: Gateway) -> Iterator[None]:
-    before = gateway.api.get("/api/resilience").json()["providerBreaker"]["local"]
-    patch = gateway.api.patch("/api/resilience", json={"providerBreaker": {"local": FAST_LOCAL}})
+    current = gateway.api.get("/api/resilience").json()
+    before = {"providerBreaker": {"local": current["providerBreaker"]["local"]},
+              "attempts": current["attempts"]}  # fmt: skip
+    fast = {"providerBreaker": {"local": FAST_LOCAL}, "attempts": NO_RETRIES}
+    patch = gateway.api.patch("/api/resilience", json=fast)
     assert patch.status_code == 200, patch.text
     yield
-    gateway.api.patch("/api/resilience", json={"providerBreaker": {"local": before}})
+    gateway.api.patch("/api/resilience", json=before)
 
 
 def ask(gateway: Gateway, key: str, model: str) -> httpx.Response:
@@ -61,7 +66,7 @@ def test_open_breaker_short_circuits_then_one_probe_closes_it(
     gateway: Gateway, fake: FakeUpstream, fast_local_breaker: None
 ) -> None:
     route = make_route(gateway, fake, DOWN, DOWN, category="local", disable_cooling=True)
-    assert ask(gateway, route.key, route.model()).status_code == 503  # c1, c2, c2 again
+    assert ask(gateway, route.key, route.model()).status_code == 503  # c1, c2
     assert ask(gateway, route.key, route.model()).status_code == 503  # c1: opens
 
     refused = ask(gateway, route.key, route.model())
@@ -70,14 +75,14 @@ def test_open_breaker_short_circuits_then_one_probe_closes_it(
     assert refused.json()["error"]["provider"] == route.provider
     assert refused.headers["x-omniroute-provider-breaker"] == "open"
     assert int(refused.headers["retry-after"]) >= 1
-    assert len(records(fake, route)) == 4
+    assert len(records(fake, route)) == 3
     assert _state_within(gateway, route.provider, "open", timeout=3)
 
     healthy = scenario_url(fake, route.provider, 1, {})
     gateway.api.patch(f"/api/connections/{route.connections[0]}/", json={"base_url": healthy})
     answered = _poll_until_served(gateway, route.key, route.model(), timeout=5)
     assert answered.status_code == 200
-    assert len(records(fake, route)) == 5  # the refused polls never reached the upstream
+    assert len(records(fake, route)) == 4  # the refused polls never reached the upstream
     assert _state_within(gateway, route.provider, "closed", timeout=3)  # health is cached 1 s
 
 
@@ -127,10 +132,16 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
     tmp_path: Path, fake: FakeUpstream
 ) -> None:
     # Memory store on purpose: after the restart only the database remembers the breaker.
+    # Under DATABASE_URL every e2e gateway shares one database, settings included: put them
+    # back at the end, whatever happens.
     env, manage_key = prepare_gateway(tmp_path, REDIS_URL="")
     with serving(env, manage_key) as first:
+        current = first.api.get("/api/resilience").json()
+        restore = {"providerBreaker": {"local": current["providerBreaker"]["local"]},
+                   "attempts": current["attempts"]}  # fmt: skip
         slow = {"failureThreshold": 2, "degradationThreshold": 1, "resetTimeoutMs": 600_000}
-        first.api.patch("/api/resilience", json={"providerBreaker": {"local": slow}})
+        patch = {"providerBreaker": {"local": slow}, "attempts": NO_RETRIES}
+        first.api.patch("/api/resilience", json=patch)
         route = make_route(first, fake, DOWN, DOWN, category="local", disable_cooling=True)
         ask(first, route.key, route.model())
         ask(first, route.key, route.model())
@@ -138,9 +149,12 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
         stopped_at = time.monotonic()
     assert before is not None and before["state"] == "open"
     with serving(env, manage_key) as second:
-        after = breaker_of(second, route.provider)
-        elapsed_ms = (time.monotonic() - stopped_at) * 1000
-        refused = ask(second, route.key, route.model())
+        try:
+            after = breaker_of(second, route.provider)
+            elapsed_ms = (time.monotonic() - stopped_at) * 1000
+            refused = ask(second, route.key, route.model())
+        finally:
+            second.api.patch("/api/resilience", json=restore)
     assert after is not None and after["state"] == "open"
     assert (
         before["retryAfterMs"] - elapsed_ms - 2000
@@ -148,4 +162,4 @@ def test_a_restart_keeps_an_open_breaker_open_with_the_same_retry_after(
         <= before["retryAfterMs"]
     )
     assert refused.json()["error"]["code"] == "provider_circuit_open"
-    assert len(records(fake, route)) == 4
+    assert len(records(fake, route)) == 3

@@ -100,7 +100,7 @@ def test_combo_routes_across_providers_in_order(gateway: Gateway, fake: FakeUpst
     assert response.status_code == 200
     assert f"provider={healthy.provider}" in response.headers["x-omniroute-decision"]
     assert "strategy=priority" in response.headers["x-omniroute-decision"]
-    assert [r.body["model"] for r in records(fake, failing)] == ["m1"]
+    assert [r.body["model"] for r in records(fake, failing)] == ["m1", "m1"]  # one retry
     assert [r.body["model"] for r in records(fake, healthy)] == ["m2"]
 
 

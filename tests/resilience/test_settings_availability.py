@@ -47,7 +47,10 @@ def test_the_availability_defaults() -> None:
     assert (availability.consecutive_failures, availability.transient_cooldown_cap_ms) == (
         3, 30_000,
     )  # fmt: skip
-    assert availability.panic_enabled and availability.retries_per_target == 1
+    assert availability.panic_enabled
+    attempts = settings.attempts
+    assert (attempts.retries_per_target, attempts.backoff_base_ms) == (1, 250)
+    assert (attempts.max_retry_after_wait_ms, attempts.deadline_ms) == (5_000, 300_000)
     breaker = settings.breaker_for(ProfileName.APIKEY)
     assert (breaker.window_ms, breaker.minimum_calls, breaker.failure_rate_percent) == (
         60_000, 10, 50,

@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+import routing.attempts as routing_attempts
 from resilience import state as resilience_state
 from resilience.persistence import persistence_flush
 from resilience.store import MemoryStore
@@ -120,7 +121,23 @@ async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
 
 
 @pytest.fixture
-def gateway(fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None) -> Gateway:
+def policy_clock(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    """The attempt policy's waits and the request deadline run on the fake clock: a wait
+    advances it instead of sleeping. Backoff has no jitter here (so, at base × 0, no wait)."""
+
+    async def pause(seconds: float) -> None:
+        clock.advance(seconds)
+
+    monkeypatch.setattr(routing_attempts, "now", clock)
+    monkeypatch.setattr(routing_attempts, "pause", pause)
+    monkeypatch.setattr(routing_attempts, "jitter", lambda: 0.0)
+    return clock
+
+
+@pytest.fixture
+def gateway(
+    fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None, policy_clock: FakeClock
+) -> Gateway:
     """The chat consumer over a fake upstream (no behaviours yet) and ``store``, with a key."""
     _, key = api_key_create(name="client")
     return Gateway(key, FakeUpstream(), clock, store)

@@ -1,0 +1,100 @@
+"""The attempt policy: what the attempt loop does after a failed attempt (pure; spec decisions
+14 and 20, the "Failing over or returning" table).
+
+After a failure the loop either **retries** the same target (after a wait), moves to the
+**next** target, or **stops** and answers the client. In order:
+
+* a failure the request caused and no other target can fix (content policy, invalid
+  parameters): stop;
+* an upstream ``Retry-After`` (or reset) within ``max_retry_after_wait_ms``: wait it out and
+  retry the same target; a longer one: the next target;
+* a connect error, a reset or a timeout: retry once when no other target is left, else the
+  next target at once (a silent target is not asked again while another may answer);
+* a 5xx, a malformed reply or a 429 without a hint: up to ``retries_per_target`` retries with
+  exponential backoff (``backoff_base_ms`` × 2^n, full jitter), then the next target;
+* anything else another target may answer (context length, an account refusal): the next
+  target, no retry.
+
+Every wait must end inside the request's deadline; one that would not is skipped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+DEFAULT_DEADLINE_MS = 300_000
+DEADLINE_HEADER = "x-omniroute-deadline-ms"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptPolicy:
+    """The ``attempts`` settings section, already in range."""
+
+    retries_per_target: int = 1
+    backoff_base_ms: int = 250
+    max_retry_after_wait_ms: int = 5_000
+    deadline_ms: int = DEFAULT_DEADLINE_MS
+
+
+class Step(StrEnum):
+    RETRY = "retry"
+    NEXT = "next"
+    STOP = "stop"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What the loop knows of one failed attempt."""
+
+    fail_over: bool  # another target may answer (the attribution's verdict)
+    transient: bool  # a transient failure of the pair (5xx, timeout, reset, 429 w/o hint)
+    connection_level: bool = False  # a connect error, reset or timeout (no reply at all)
+    hint_ms: int | None = None  # an upstream Retry-After / reset, in ms
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    step: Step
+    wait_seconds: float = 0.0
+
+
+def decide(
+    failure: Failure,
+    policy: AttemptPolicy,
+    *,
+    retries_used: int,
+    others_left: bool,
+    remaining_seconds: float,
+    jitter: float,
+) -> Decision:
+    """The next move after ``failure`` (``jitter`` is a uniform draw in [0, 1))."""
+    onward = Decision(Step.NEXT if failure.fail_over else Step.STOP)
+    if not failure.fail_over:
+        return onward
+    retry_left = retries_used < policy.retries_per_target
+    if failure.hint_ms is not None and failure.hint_ms > 0:
+        wait = failure.hint_ms / 1000
+        short = failure.hint_ms <= policy.max_retry_after_wait_ms
+        if short and retry_left and wait < remaining_seconds:
+            return Decision(Step.RETRY, wait)
+        return onward
+    if not failure.transient or not retry_left:
+        return onward
+    if failure.connection_level:
+        return onward if others_left else Decision(Step.RETRY, 0.0)
+    backoff = policy.backoff_base_ms / 1000 * (2**retries_used) * jitter
+    if backoff >= remaining_seconds:
+        return onward
+    return Decision(Step.RETRY, backoff)
+
+
+def deadline_ms(policy: AttemptPolicy, header: bytes | None) -> int:
+    """The request's deadline: ``attempts.deadlineMs``, lowered (never raised) by the client's
+    ``X-OmniRoute-Deadline-Ms``. ``ValueError`` for a header that is not a positive integer."""
+    if header is None:
+        return policy.deadline_ms
+    text = header.decode("latin-1").strip()
+    if not text.isdigit() or int(text) <= 0:
+        raise ValueError(f"{DEADLINE_HEADER} must be a positive integer of milliseconds")
+    return min(int(text), policy.deadline_ms)
