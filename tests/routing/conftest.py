@@ -18,7 +18,15 @@ from routing.domain.vocabulary import Scope
 from routing.models import Provider, ProviderConnection
 from routing.services import api_key_create, connection_save
 from routing.snapshot import snapshot_clear
-from tests.routing.harness import FakeClock, FakeUpstream, Gateway, add_provider
+from tests.routing.harness import (
+    BACKUP,
+    PRIMARY,
+    FakeClock,
+    FakeUpstream,
+    Gateway,
+    add_connection,
+    add_provider,
+)
 
 UPSTREAM_SECRET = "sk-upstream-SECRET-1234567890"
 
@@ -156,3 +164,15 @@ def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator
 def acme(db: None) -> Provider:
     """An API-key provider ``acme`` (not seeded) at ``http://acme.test/v1``."""
     return add_provider("acme")
+
+
+@pytest.fixture
+def primary(acme: Provider) -> int:
+    """``acme``'s first connection (priority 10), key ``PRIMARY``."""
+    return add_connection(acme, "primary", PRIMARY, priority=10)
+
+
+@pytest.fixture
+def backup(acme: Provider) -> int:
+    """``acme``'s second connection (priority 20), key ``BACKUP``."""
+    return add_connection(acme, "backup", BACKUP, priority=20)

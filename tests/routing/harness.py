@@ -98,6 +98,10 @@ def gathering(count: int, then: Behaviour) -> Behaviour:
     return behaviour
 
 
+# The two keys of ``acme`` that the ``primary`` and ``backup`` fixtures add (conftest).
+PRIMARY = "sk-acme-PRIMARY-0001"
+BACKUP = "sk-acme-BACKUP-0002"
+
 OK = answer(200, orjson.dumps(COMPLETION))
 UNAVAILABLE = error(503, "service unavailable")
 RATE_LIMITED = error(429, "slow down", "rate_limit_exceeded")

@@ -12,13 +12,13 @@ import pytest
 from channels.db import database_sync_to_async
 
 from resilience.services import resilience_settings_update
-from routing.models import Provider
 from tests.routing.harness import (
+    BACKUP,
     OK,
+    PRIMARY,
     UNAVAILABLE,
     Behaviour,
     Gateway,
-    add_connection,
     chat,
     communicator,
     error,
@@ -27,19 +27,6 @@ from tests.routing.harness import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-PRIMARY = "sk-acme-PRIMARY-0001"
-BACKUP = "sk-acme-BACKUP-0002"
-
-
-@pytest.fixture
-def primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", PRIMARY, priority=10)
-
-
-@pytest.fixture
-def backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", BACKUP, priority=20)
 
 
 def in_turn(*behaviours: Behaviour) -> Behaviour:

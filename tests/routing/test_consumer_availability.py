@@ -21,18 +21,17 @@ from resilience.services.lockouts import lockout_list, lockout_record
 from routing.models import Combo, Provider
 from routing.services import combo_save
 from tests.routing.harness import (
+    BACKUP,
     OK,
+    PRIMARY,
     UNAVAILABLE,
     Behaviour,
     Gateway,
-    add_connection,
     error,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PRIMARY = "sk-acme-PRIMARY-0001"
-BACKUP = "sk-acme-BACKUP-0002"
 CAP_SECONDS = 30  # availability.transientCooldownCapMs
 
 
@@ -48,16 +47,6 @@ def by_model(**behaviours: Behaviour) -> Behaviour:
 def add_combo(name: str, provider: Provider, *models: str) -> None:
     targets = [{"provider": provider, "model": model} for model in models]
     combo_save(combo=Combo(), fields={"name": name}, targets=targets)
-
-
-@pytest.fixture
-def primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", PRIMARY, priority=10)
-
-
-@pytest.fixture
-def backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", BACKUP, priority=20)
 
 
 async def lock_remaining(gateway: Gateway, connection_id: int, model: str) -> float:

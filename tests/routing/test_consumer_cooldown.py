@@ -29,7 +29,9 @@ from resilience.services.breakers import breaker_get
 from routing import services as routing_services
 from routing.models import Provider, ProviderConnection
 from tests.routing.harness import (
+    BACKUP,
     OK,
+    PRIMARY,
     UNAVAILABLE,
     Gateway,
     add_connection,
@@ -40,8 +42,6 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PRIMARY = "sk-acme-PRIMARY-0001"
-BACKUP = "sk-acme-BACKUP-0002"
 # API-key profile: base 3 s doubling per level, level capped at 5; a self-set timer (no
 # upstream hint) is capped at availability.transientCooldownCapMs, 30 s (decision 16).
 SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (30, 5), (30, 5), (30, 5)]
@@ -61,16 +61,6 @@ operator_reset: Callable[..., Any] = getattr(
 def acme(db: None) -> Provider:
     """An API-key provider whose quota is per account: 429s are account-wide evidence."""
     return add_provider("acme", per_model_quota=False)
-
-
-@pytest.fixture
-def primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", PRIMARY, priority=10)
-
-
-@pytest.fixture
-def backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", BACKUP, priority=20)
 
 
 @pytest.fixture

@@ -18,16 +18,16 @@ from pytest_django.fixtures import Settings
 from routing.domain.breaker_rules import REQUEST_SCOPED_CODES
 from routing.domain.config import ConnectionInfo, ProviderInfo
 from routing.domain.planning import Target
-from routing.models import Provider
 from routing.upstream import Upstream
 from tests.routing.harness import (
     ACME_MODEL,
+    BACKUP,
     COMPLETION,
     OK,
+    PRIMARY,
     Behaviour,
     Gateway,
     Reply,
-    add_connection,
     answer,
     chat,
     communicator,
@@ -37,23 +37,11 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PRIMARY = "sk-acme-PRIMARY-0001"
-BACKUP = "sk-acme-BACKUP-0002"
 HTML = b"<!DOCTYPE html><html><body><h1>502 Bad Gateway</h1></body></html>"
 SSE = {"content-type": "text/event-stream"}
 EVENTS = [b'data: {"n": 1}\n\n', b"data: [DONE]\n\n"]
 MALFORMED = "upstream_malformed_response"
 TOO_LARGE = "upstream_response_too_large"
-
-
-@pytest.fixture
-def primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", PRIMARY, priority=10)
-
-
-@pytest.fixture
-def backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", BACKUP, priority=20)
 
 
 def sse_answer(chunks: list[bytes], headers: dict[str, str] | None = None) -> Behaviour:
