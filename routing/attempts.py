@@ -31,7 +31,7 @@ from typing import Protocol
 from resilience.domain.attempt_policy import Decision, Failure, Step, decide
 from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from resilience.domain.breaker import Permit
-from resilience.domain.connection_state import ConnectionState, Marked
+from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
@@ -74,7 +74,6 @@ class AttemptContext:
     snapshot: ConfigSnapshot = field(default_factory=ConfigSnapshot)
     started: float = field(default_factory=time.monotonic)
     permits: dict[str, Permit] = field(default_factory=dict)
-    marks: dict[tuple[int, str], Marked] = field(default_factory=dict)  # by (connection, model)
     verdicts: dict[tuple[int, str], Verdict] = field(default_factory=dict)  # the last, by pair
     lock_records: dict[int, LockRecord] = field(default_factory=dict)  # by connection
     connection_states: dict[int, ConnectionState] = field(default_factory=dict)  # as selected

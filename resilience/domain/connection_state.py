@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from resilience.domain.attribution import TimerClass
 from resilience.domain.classifier import Classification, Reason, RuleScope
 
 
@@ -110,7 +111,6 @@ class FailureFacts:
     error_type: str
     disable_cooling: bool = False
     per_model_quota: bool = False
-    model_only: bool = False  # the failure belongs to the model (a lockout takes it)
     never_terminal: bool = False  # the egress-bucketed 429 branch: a cooldown, never terminal
     timer: str = ""  # the class of the cooldown this failure sets
 
@@ -124,7 +124,6 @@ class Marked:
     cooldown_ms: int
     changed: bool
     terminal: str | None = None
-    model_only: bool = False  # operator scope `model`: lock the model, keep the connection
     provider_wide: bool = False  # operator scope `provider`: cool every connection
     classification: Classification | None = None
 
@@ -188,12 +187,6 @@ def after_failure(
     scoped = _connection_scoped_quota(classification)
     temporary = scoped or facts.never_terminal
     terminal = None if temporary else terminal_status(classification, facts, credits_signal)
-    rule_model_scope = classification.rule_scope == RuleScope.MODEL and not scoped
-    # A terminal verdict beats the lockout (§4.4 steps 10-11): a ban is never a model lock.
-    if rule_model_scope or (facts.model_only and terminal is None):
-        base = _with_error(state, facts, state.backoff_level, now)
-        cooldown = classification.cooldown_ms
-        return Marked(base, True, cooldown, True, model_only=True, classification=classification)
     marked = _persisted(state, classification, facts, terminal, now)
     return replace(marked, classification=classification)
 
@@ -224,4 +217,6 @@ def cooled_by_provider_rule(
     until = now + cooldown_ms / 1000
     if state.is_terminal or (state.rate_limited_until or 0) >= until:
         return state
-    return replace(state, test_status=UNAVAILABLE, rate_limited_until=until, timer="operator")
+    return replace(
+        state, test_status=UNAVAILABLE, rate_limited_until=until, timer=TimerClass.OPERATOR
+    )

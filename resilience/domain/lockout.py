@@ -22,11 +22,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from resilience.domain.attribution import TimerClass
+
 DEFAULT_ERROR_CODES = (403, 404, 429, 502, 503, 504)
 DEFAULT_WINDOW_SECONDS = 30 * 60.0
 DAY_SECONDS = 24 * 3600.0
 QUOTA_FAMILY_STATUSES = frozenset({429, 403, 402})
-SELF_SET = "self_set"  # resilience.domain.attribution.TimerClass.SELF_SET
 
 
 class LockScope(StrEnum):
@@ -87,7 +88,7 @@ class Lock:
 
     @property
     def self_set(self) -> bool:
-        return self.timer == SELF_SET
+        return self.timer == TimerClass.SELF_SET
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -216,18 +217,18 @@ def record_transient(
     with the lockout settings like any model lock but never past ``cap_seconds``. A longer
     lock already in place is kept.
     """
-    running = previous is not None and previous.inside(now)
-    count = previous.failure_count + 1 if running and previous is not None else 1
-    run = previous.consecutive + 1 if running and previous is not None else 1
+    prior = previous if previous is not None and previous.inside(now) else None
+    count = prior.failure_count + 1 if prior else 1
+    run = prior.consecutive + 1 if prior else 1
     window = window_seconds if window_seconds > 0 else DEFAULT_WINDOW_SECONDS
     if run < threshold:
-        last_cooldown = previous.last_cooldown if running and previous is not None else 0.0
+        last_cooldown = prior.last_cooldown if prior else 0.0
         return FailureState(count, now, window, last_cooldown, run), lock
     cooldown = min(escalated_seconds(run - threshold + 1, settings), cap_seconds)
     state = FailureState(count, now, window, cooldown, run)
     if lock is not None and lock.until > now + cooldown:
         return state, lock
-    return state, Lock(reason, now + cooldown, now, run, SELF_SET)
+    return state, Lock(reason, now + cooldown, now, run, TimerClass.SELF_SET)
 
 
 def decay(previous: FailureState | None) -> FailureState | None:

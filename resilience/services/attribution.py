@@ -24,7 +24,13 @@ from resilience.domain.attribution import (
 )
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.breaker import BreakerPolicy, Permit
-from resilience.domain.classifier import Classification, CooldownProfile, FailureInput, classify
+from resilience.domain.classifier import (
+    Classification,
+    CooldownProfile,
+    FailureInput,
+    Reason,
+    classify,
+)
 from resilience.domain.connection_state import ConnectionState, FailureFacts, Marked
 from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
 from resilience.domain.retry_hints import detect_retry_hint
@@ -246,8 +252,6 @@ async def _charge_connection(
 
 def refusal_classification(decision: StreakDecision, level: int) -> Classification:
     """A counted refusal: the streak's cooldown rung, or a ban on the third in a row (§4.6)."""
-    from resilience.domain.classifier import Reason
-
     if decision.escalate:
         return Classification(
             fallback=True, cooldown_ms=0, new_backoff_level=level,

@@ -88,5 +88,3 @@ class AttributionRecorder:
             seen=seen,
         )  # fmt: skip
         context.verdicts[(connection.id, target.model)] = verdict
-        if verdict.marked is not None:
-            context.marks[(connection.id, target.model)] = verdict.marked

@@ -68,7 +68,8 @@ class EgressRecorder:
         if not target.provider.egress_bucketed_lock:
             return
         _log(target, self.store.clock())
-        marked = context.marks.get((target.connection.id, target.model))
+        verdict = context.verdict(target)
+        marked = verdict.marked if verdict is not None else None
         reason = str(marked.classification.reason) if marked and marked.classification else ""
         if outcome.status != 429 or reason not in LOCKING_REASONS or marked is None:
             return

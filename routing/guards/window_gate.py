@@ -53,5 +53,5 @@ class WindowGateRecorder:
 
 
 def _transient(target: Target, context: AttemptContext) -> bool:
-    verdict = context.verdicts.get((target.connection.id, target.model))
+    verdict = context.verdict(target)
     return verdict is not None and verdict.fail_over and not verdict.attribution.request_only
