@@ -13,11 +13,19 @@ from rest_framework.test import APIClient
 import routing.attempts as routing_attempts
 from resilience import state as resilience_state
 from resilience.persistence import persistence_flush
+from resilience.services import resilience_settings_update
 from resilience.store import MemoryStore
 from routing.domain.vocabulary import Scope
 from routing.models import Provider, ProviderConnection
 from routing.services import api_key_create, connection_save
 from routing.snapshot import snapshot_clear
+from tests.routing.breaker_support import (
+    A_BACKUP_SECRET,
+    A_SECRET,
+    B_SECRET,
+    BREAKER_SETTINGS,
+    add_uncooled,
+)
 from tests.routing.harness import (
     BACKUP,
     PRIMARY,
@@ -176,3 +184,33 @@ def primary(acme: Provider) -> int:
 def backup(acme: Provider) -> int:
     """``acme``'s second connection (priority 20), key ``BACKUP``."""
     return add_connection(acme, "backup", BACKUP, priority=20)
+
+
+# --- the provider-breaker tests (tests/routing/breaker_support.py) ---------------------------
+
+
+@pytest.fixture
+def acme_primary(acme: Provider) -> int:
+    """``acme``'s first key, never cooled: the breaker tests watch the breaker alone."""
+    return add_uncooled(acme, "primary", A_SECRET, priority=10)
+
+
+@pytest.fixture
+def acme_backup(acme: Provider) -> int:
+    return add_uncooled(acme, "backup", A_BACKUP_SECRET, priority=20)
+
+
+@pytest.fixture
+def bravo(db: None) -> Provider:
+    return add_provider("bravo")
+
+
+@pytest.fixture
+def bravo_only(bravo: Provider) -> int:
+    return add_uncooled(bravo, "only", B_SECRET, priority=10)
+
+
+@pytest.fixture
+def thresholds(db: None) -> None:
+    """API-key providers open at 3 failures, degrade at 2, stay open 30 s; no retries."""
+    resilience_settings_update(patch=BREAKER_SETTINGS)

@@ -1,4 +1,4 @@
-"""The provider breaker and the window gate, end to end through the chat consumer.
+"""The provider breaker, end to end through the chat consumer: short-circuit, probes, combos.
 
 An ``httpx.MockTransport`` plays the upstream and a ``MemoryStore`` on a fake clock holds the
 resilience state, so reset timeouts and de-duplication windows pass without sleeping
@@ -17,104 +17,30 @@ from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.persistence import persistence_flush
 from resilience.services import breakers as breaker_services
-from resilience.services import resilience_settings_update
-from resilience.services.connections import connection_state_reset
-from routing.models import Combo, Provider
-from routing.services import combo_save
+from routing.models import Provider
+from tests.routing.breaker_support import (
+    A_BACKUP_SECRET,
+    A_MODEL,
+    A_SECRET,
+    B_SECRET,
+    MODEL,
+    RESET_SECONDS,
+    THRESHOLD,
+    add_combo,
+    trip,
+)
 from tests.routing.harness import (
     COMPLETION,
     OK,
-    PAST_CONNECTION_DEDUP_SECONDS,
     RATE_LIMITED,
     RECEIVE_TIMEOUT_SECONDS,
     UNAVAILABLE,
-    Behaviour,
     Gateway,
-    add_connection,
-    add_provider,
-    error,
     raising,
     read_reply,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-THRESHOLD = 3
-RESET_SECONDS = 30
-DEGRADE_AT = 2
-BREAKER = {"failureThreshold": THRESHOLD, "degradationThreshold": DEGRADE_AT}
-BREAKER_SETTINGS = {
-    "providerBreaker": {"apikey": {**BREAKER, "resetTimeoutMs": RESET_SECONDS * 1000}},
-    # One upstream call per request: the retry of a lone transient failure is tested elsewhere.
-    "attempts": {"retriesPerTarget": 0},
-}
-# Failures are de-duplicated for 5 s per (provider, connection) (``Gateway.fail`` waits
-# PAST_CONNECTION_DEDUP_SECONDS between them), network ones 10 s per provider.
-PAST_NETWORK_DEDUP_SECONDS = 11.0
-MODEL = "m1"
-OTHER_MODEL = "m2"
-A_MODEL = f"acme/{MODEL}"
-A_SECRET = "sk-acme-PRIMARY-0001"
-A_BACKUP_SECRET = "sk-acme-BACKUP-0002"
-B_SECRET = "sk-bravo-ONLY-0003"
-
-
-# --- data -----------------------------------------------------------------------------------
-
-
-def add_uncooled(provider: Provider, name: str, secret: str, priority: int) -> int:
-    # disable_cooling: these tests watch the provider breaker alone, without the per-connection
-    # cooldowns that would otherwise skip a connection that just failed (tested elsewhere).
-    return add_connection(provider, name, secret, priority=priority, disable_cooling=True)
-
-
-def add_combo(name: str, *steps: tuple[Provider, int | None]) -> None:
-    """A priority combo over ``MODEL`` at each (provider, pinned connection or None)."""
-    targets = [{"provider": p, "model": MODEL, "connection_id": c} for p, c in steps]
-    combo_save(combo=Combo(), fields={"name": name}, targets=targets)
-
-
-async def trip(
-    gateway: Gateway, provider: str = "acme", gap: float = PAST_CONNECTION_DEDUP_SECONDS
-) -> None:
-    """Open ``provider``'s breaker with 5xx from two pairs (models m1 and m2 in turn).
-
-    A 5xx is pinned to its (connection, model) pair until another pair of the provider fails
-    within the window (decision 14): the first failure is not counted, each later one is, so
-    THRESHOLD + 1 requests open the breaker.
-    """
-    for attempt in range(THRESHOLD + 1):
-        if attempt:
-            gateway.clock.advance(gap)
-        model = MODEL if attempt % 2 == 0 else OTHER_MODEL
-        assert (await gateway.call(f"{provider}/{model}")).status >= 400
-
-
-@pytest.fixture
-def acme_primary(acme: Provider) -> int:
-    return add_uncooled(acme, "primary", A_SECRET, priority=10)
-
-
-@pytest.fixture
-def acme_backup(acme: Provider) -> int:
-    return add_uncooled(acme, "backup", A_BACKUP_SECRET, priority=20)
-
-
-@pytest.fixture
-def bravo(db: None) -> Provider:
-    return add_provider("bravo")
-
-
-@pytest.fixture
-def bravo_only(bravo: Provider) -> int:
-    return add_uncooled(bravo, "only", B_SECRET, priority=10)
-
-
-@pytest.fixture
-def thresholds(db: None) -> None:
-    """API-key providers open at 3 failures, degrade at 2, and stay open 30 s."""
-    resilience_settings_update(patch=BREAKER_SETTINGS)
-
 
 # --- 1. open breaker short-circuits ---------------------------------------------------------
 
@@ -173,122 +99,6 @@ async def test_an_opening_is_written_before_its_answer_returns(
     await persistence_flush()
     row = await CircuitBreaker.objects.aget(name="acme")
     assert (row.state, row.failure_count) == ("open", THRESHOLD)
-
-
-# --- 2. what counts -------------------------------------------------------------------------
-
-
-IGNORED = {
-    "429": RATE_LIMITED,
-    "400": error(400, "bad temperature", "invalid_request"),
-    "401": error(401, "bad key", "invalid_api_key"),
-    "403": error(403, "forbidden", "forbidden"),
-    "404": error(404, "no such model", "model_not_found"),
-    "529": error(529, "busy", "busy"),
-    "503-overloaded": error(503, "The model is Overloaded, try later"),
-    "500-context": error(500, "prompt too long", "context_length_exceeded"),
-}
-
-
-@pytest.mark.parametrize("behaviour", IGNORED.values(), ids=IGNORED.keys())
-async def test_client_errors_rate_limits_and_request_scoped_failures_never_count(
-    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
-) -> None:
-    gateway.fake.behaviours[A_SECRET] = behaviour
-
-    for _ in range(THRESHOLD + 2):
-        gateway.clock.advance(PAST_NETWORK_DEDUP_SECONDS)
-        # A 401 makes the connection terminal (expired): forget that, so each request reaches
-        # the upstream and only the breaker is under test.
-        await connection_state_reset(store=gateway.store, connection_id=acme_primary)
-        assert (await gateway.call(A_MODEL)).status >= 400
-
-    breaker = await gateway.breaker("acme")
-    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
-    assert len(gateway.fake.calls) == THRESHOLD + 2
-
-
-PINNED = {
-    **{str(status): error(status, "upstream trouble") for status in (408, 500, 502, 503, 504)},
-    "read-timeout": raising(httpx.ReadTimeout),
-}
-
-
-@pytest.mark.parametrize("behaviour", PINNED.values(), ids=PINNED.keys())
-async def test_server_errors_and_timeouts_of_one_pair_never_open_the_breaker(
-    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
-) -> None:
-    # Decision 14: one failing (connection, model) pair says nothing about the provider.
-    gateway.fake.behaviours[A_SECRET] = behaviour
-
-    await gateway.fail(A_MODEL, THRESHOLD * 3)
-
-    breaker = await gateway.breaker("acme")
-    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 0)
-    reply = await gateway.call(A_MODEL)
-    assert reply.json()["error"]["code"] != "provider_circuit_open"
-    assert len(gateway.fake.calls) == THRESHOLD * 3 + 1
-
-
-@pytest.mark.parametrize("behaviour", PINNED.values(), ids=PINNED.keys())
-async def test_server_errors_and_timeouts_of_two_pairs_open_the_breaker(
-    gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
-) -> None:
-    gateway.fake.behaviours[A_SECRET] = behaviour
-
-    await trip(gateway)
-
-    breaker = await gateway.breaker("acme")
-    assert (breaker.state, breaker.failure_count) == (BreakerState.OPEN, THRESHOLD)
-    assert (await gateway.call(A_MODEL)).json()["error"]["code"] == "provider_circuit_open"
-    assert len(gateway.fake.calls) == THRESHOLD + 1
-
-
-async def test_network_failures_open_the_breaker_on_their_own(
-    gateway: Gateway, acme_primary: int, thresholds: None
-) -> None:
-    gateway.fake.behaviours[A_SECRET] = raising(httpx.ConnectError)
-
-    await gateway.fail(A_MODEL, THRESHOLD, gap=PAST_NETWORK_DEDUP_SECONDS)
-
-    breaker = await gateway.breaker("acme")
-    assert (breaker.state, breaker.failure_count) == (BreakerState.OPEN, THRESHOLD)
-    assert (await gateway.call(A_MODEL)).json()["error"]["code"] == "provider_circuit_open"
-    assert len(gateway.fake.calls) == THRESHOLD
-
-
-async def test_a_repeat_inside_the_connection_dedup_window_is_not_counted(
-    gateway: Gateway, acme_primary: int, thresholds: None
-) -> None:
-    gateway.fake.behaviours[A_SECRET] = UNAVAILABLE
-
-    await trip(gateway, gap=1.0)  # m1 pinned, m2 counted, m1 and m2 again inside 5 s
-
-    breaker = await gateway.breaker("acme")
-    assert (breaker.state, breaker.failure_count) == (BreakerState.CLOSED, 1)
-
-
-async def test_a_failure_rate_among_successes_opens_the_breaker(
-    gateway: Gateway, acme_primary: int, thresholds: None
-) -> None:
-    # Decision 14: within the window, at least minimumCalls (10) calls, 50 % of them failed
-    # (two pairs, so not pinned), with successes in between: the consecutive count never
-    # reaches the threshold (most failures fall in the 5 s de-duplication window too).
-    failures = 0
-    for turn in range(20):
-        gateway.clock.advance(PAST_CONNECTION_DEDUP_SECONDS / 2)
-        failing = turn % 3 != 2
-        gateway.fake.behaviours[A_SECRET] = UNAVAILABLE if failing else OK
-        await gateway.call(f"acme/{MODEL if failures % 2 == 0 else OTHER_MODEL}")
-        failures += failing
-        if (await gateway.breaker("acme")).state is BreakerState.OPEN:
-            break
-
-    breaker = await gateway.breaker("acme")
-    assert breaker.state is BreakerState.OPEN
-    assert breaker.transitions[-1].reason == "failure-rate"
-    assert breaker.failure_count < THRESHOLD
-    assert 10 <= len(gateway.fake.calls) < 20
 
 
 # --- 3 and 4. half-open probes --------------------------------------------------------------

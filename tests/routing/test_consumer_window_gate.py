@@ -12,27 +12,15 @@ from channels.db import database_sync_to_async
 from resilience.services import resilience_settings_update
 from routing.models import Combo, Provider
 from routing.services import combo_save
-from tests.routing.harness import OK, UNAVAILABLE, Gateway, add_connection
+from tests.routing.breaker_support import A_BACKUP_SECRET, A_SECRET, MODEL
+from tests.routing.harness import OK, UNAVAILABLE, Gateway
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MODEL = "m1"
-A_SECRET = "sk-acme-PRIMARY-0001"
-A_BACKUP_SECRET = "sk-acme-BACKUP-0002"
 
 GATE_SECONDS = 5
 GATE = {"enabled": True, "minRetryCooldownMs": GATE_SECONDS * 1000}
 GATE_SETTINGS = {"providerCooldown": {**GATE, "maxRetryCooldownMs": 300_000}}
-
-
-@pytest.fixture
-def acme_primary(acme: Provider) -> int:
-    return add_connection(acme, "primary", A_SECRET, priority=10, disable_cooling=True)
-
-
-@pytest.fixture
-def acme_backup(acme: Provider) -> int:
-    return add_connection(acme, "backup", A_BACKUP_SECRET, priority=20, disable_cooling=True)
 
 
 def add_combo(name: str, provider: Provider) -> None:
