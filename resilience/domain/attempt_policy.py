@@ -16,6 +16,9 @@ After a failure the loop either **retries** the same target (after a wait), move
   target, no retry.
 
 Every wait must end inside the request's deadline; one that would not is skipped.
+
+Two stream timeouts belong to the same section: ``time_to_first_token_ms`` bounds the wait for
+a stream's first event, ``stream_idle_ms`` the silence between two chunks of a stream.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 DEFAULT_DEADLINE_MS = 300_000
+DEFAULT_TIME_TO_FIRST_TOKEN_MS = 60_000
+DEFAULT_STREAM_IDLE_MS = 60_000
 DEADLINE_HEADER = "x-omniroute-deadline-ms"
 
 
@@ -35,6 +40,8 @@ class AttemptPolicy:
     backoff_base_ms: int = 250
     max_retry_after_wait_ms: int = 5_000
     deadline_ms: int = DEFAULT_DEADLINE_MS
+    time_to_first_token_ms: int = DEFAULT_TIME_TO_FIRST_TOKEN_MS
+    stream_idle_ms: int = DEFAULT_STREAM_IDLE_MS
 
 
 class Step(StrEnum):

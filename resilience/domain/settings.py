@@ -230,6 +230,8 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             backoff_base_ms=number_of(values, "attempts.backoffBaseMs"),
             max_retry_after_wait_ms=number_of(values, "attempts.maxRetryAfterWaitMs"),
             deadline_ms=number_of(values, "attempts.deadlineMs"),
+            time_to_first_token_ms=number_of(values, "attempts.timeToFirstTokenMs"),
+            stream_idle_ms=number_of(values, "attempts.streamIdleMs"),
         ),
     )
 
@@ -282,6 +284,8 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "backoffBaseMs": settings.attempts.backoff_base_ms,
             "maxRetryAfterWaitMs": settings.attempts.max_retry_after_wait_ms,
             "deadlineMs": settings.attempts.deadline_ms,
+            "timeToFirstTokenMs": settings.attempts.time_to_first_token_ms,
+            "streamIdleMs": settings.attempts.stream_idle_ms,
         },
     }
 

@@ -7,7 +7,8 @@ validates and renders documents by walking them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 
 from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
@@ -94,6 +95,20 @@ AVAILABILITY_FIELDS: dict[str, FieldSpec] = {
     "availability.panicEnabled": FieldSpec(Kind.BOOL, _AVAILABILITY.panic_enabled),
 }
 _ATTEMPTS = AttemptPolicy()
+STREAM_TIMEOUT_MAX_MS = 600_000
+READ_TIMEOUT_ENV = "OMNIROUTE_UPSTREAM_READ_TIMEOUT"  # seconds, the transport's read timeout
+
+
+def _stream_idle_default(env: Mapping[str, str]) -> int:
+    """The upstream read timeout in milliseconds when it is set (the silence a stream is
+    allowed was that timeout before there was a setting), else 60 000."""
+    try:
+        seconds = float(env.get(READ_TIMEOUT_ENV, ""))
+    except ValueError:
+        return _ATTEMPTS.stream_idle_ms
+    return round(seconds * 1000) if math.isfinite(seconds) else _ATTEMPTS.stream_idle_ms
+
+
 ATTEMPT_FIELDS: dict[str, FieldSpec] = {
     "attempts.retriesPerTarget": FieldSpec(Kind.INT, _ATTEMPTS.retries_per_target, 0, 5),
     "attempts.backoffBaseMs": FieldSpec(Kind.INT, _ATTEMPTS.backoff_base_ms, 0, 10_000),
@@ -101,6 +116,12 @@ ATTEMPT_FIELDS: dict[str, FieldSpec] = {
         Kind.INT, _ATTEMPTS.max_retry_after_wait_ms, 0, 60_000
     ),
     "attempts.deadlineMs": FieldSpec(Kind.INT, _ATTEMPTS.deadline_ms, 1_000, MS_PER_HOUR),
+    "attempts.timeToFirstTokenMs": FieldSpec(
+        Kind.INT, _ATTEMPTS.time_to_first_token_ms, 1_000, STREAM_TIMEOUT_MAX_MS
+    ),
+    "attempts.streamIdleMs": FieldSpec(
+        Kind.INT, _stream_idle_default, 1_000, STREAM_TIMEOUT_MAX_MS
+    ),
 }
 
 SCHEMA: dict[str, FieldSpec] = {

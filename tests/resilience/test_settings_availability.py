@@ -29,6 +29,11 @@ def _errors(patch: Any) -> dict[str, str]:
          "must be between 1000 and 600000"),
         ({"attempts": {"retriesPerTarget": 6}}, "attempts.retriesPerTarget",
          "must be between 0 and 5"),
+        ({"attempts": {"timeToFirstTokenMs": 999}}, "attempts.timeToFirstTokenMs",
+         "must be between 1000 and 600000"),
+        ({"attempts": {"streamIdleMs": 600_001}}, "attempts.streamIdleMs",
+         "must be between 1000 and 600000"),
+        ({"attempts": {"streamIdleMs": "60000"}}, "attempts.streamIdleMs", "must be an integer"),
         ({"providerBreaker": {"apikey": {"minimumCalls": 1}}},
          "providerBreaker.apikey.minimumCalls", "must be between 2 and 1000"),
         ({"providerBreaker": {"apikey": {"failureRatePercent": 101}}},
@@ -51,7 +56,33 @@ def test_the_availability_defaults() -> None:
     attempts = settings.attempts
     assert (attempts.retries_per_target, attempts.backoff_base_ms) == (1, 250)
     assert (attempts.max_retry_after_wait_ms, attempts.deadline_ms) == (5_000, 300_000)
+    assert (attempts.time_to_first_token_ms, attempts.stream_idle_ms) == (60_000, 60_000)
     breaker = settings.breaker_for(ProfileName.APIKEY)
     assert (breaker.window_ms, breaker.minimum_calls, breaker.failure_rate_percent) == (
         60_000, 10, 50,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("seconds", "idle_ms"),
+    [
+        ("45", 45_000),
+        ("2.5", 2_500),
+        ("0.2", 1_000),  # clamped into 1 000..600 000
+        ("3600", 600_000),
+        ("soon", 60_000),  # not a number: the plain default
+        ("nan", 60_000),
+    ],
+)
+def test_the_upstream_read_timeout_seeds_stream_idle(seconds: str, idle_ms: int) -> None:
+    settings = resolve_settings({}, {"OMNIROUTE_UPSTREAM_READ_TIMEOUT": seconds})
+    assert settings.attempts.stream_idle_ms == idle_ms
+    assert settings.attempts.time_to_first_token_ms == 60_000  # not tied to the read timeout
+
+
+def test_a_stored_stream_idle_wins_over_the_read_timeout() -> None:
+    stored = {"attempts": {"streamIdleMs": 5_000, "timeToFirstTokenMs": 7_000}}
+    env = {"OMNIROUTE_UPSTREAM_READ_TIMEOUT": "45"}
+    attempts = resolve_settings(stored, env).attempts
+    assert (attempts.stream_idle_ms, attempts.time_to_first_token_ms) == (5_000, 7_000)
+    assert to_document(resolve_settings(stored, env))["attempts"]["streamIdleMs"] == 5_000
