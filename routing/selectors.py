@@ -197,4 +197,5 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         lockout=lockout,
         availability=settings.availability,
         attempts=settings.attempts,
+        stream_recovery=settings.stream_recovery,
     )

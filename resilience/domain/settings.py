@@ -8,6 +8,12 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
                                        useUpstream429BreakerHints}
     modelLockout.{enabled, errorCodes, baseCooldownMs, maxCooldownMs, maxBackoffSteps,
                   useExponentialBackoff}
+    availability.{consecutiveFailures, transientCooldownCapMs, panicEnabled}
+    attempts.{retriesPerTarget, backoffBaseMs, maxRetryAfterWaitMs, deadlineMs,
+              timeToFirstTokenMs, streamIdleMs}
+    streamRecovery.{enabled, continueMidStream}
+    streamRecovery.throughputWatchdog.{enabled, warmupMs, windowMs, minUsefulBytesPerSecond,
+                                       minUsefulBytes}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -73,6 +79,7 @@ from resilience.domain.settings_schema import ROOT_FIELD as ROOT_FIELD
 from resilience.domain.settings_schema import RULES as RULES
 from resilience.domain.settings_schema import SCHEMA as SCHEMA
 from resilience.domain.settings_schema import SECTIONS as SECTIONS
+from resilience.domain.stream_recovery import StreamRecoverySettings, WatchdogSettings
 
 
 class SettingsError(ValueError):
@@ -136,6 +143,7 @@ class ResilienceSettings:
     model_lockout: LockoutSettings
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
+    stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -233,6 +241,22 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             time_to_first_token_ms=number_of(values, "attempts.timeToFirstTokenMs"),
             stream_idle_ms=number_of(values, "attempts.streamIdleMs"),
         ),
+        stream_recovery=_stream_recovery(values),
+    )
+
+
+def _stream_recovery(values: Mapping[str, Value]) -> StreamRecoverySettings:
+    watchdog = "streamRecovery.throughputWatchdog"
+    return StreamRecoverySettings(
+        enabled=bool(values["streamRecovery.enabled"]),
+        continue_mid_stream=bool(values["streamRecovery.continueMidStream"]),
+        watchdog=WatchdogSettings(
+            enabled=bool(values[f"{watchdog}.enabled"]),
+            warmup_ms=number_of(values, f"{watchdog}.warmupMs"),
+            window_ms=number_of(values, f"{watchdog}.windowMs"),
+            min_useful_bytes_per_second=number_of(values, f"{watchdog}.minUsefulBytesPerSecond"),
+            min_useful_bytes=number_of(values, f"{watchdog}.minUsefulBytes"),
+        ),
     )
 
 
@@ -286,6 +310,22 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "deadlineMs": settings.attempts.deadline_ms,
             "timeToFirstTokenMs": settings.attempts.time_to_first_token_ms,
             "streamIdleMs": settings.attempts.stream_idle_ms,
+        },
+        "streamRecovery": _stream_recovery_document(settings.stream_recovery),
+    }
+
+
+def _stream_recovery_document(recovery: StreamRecoverySettings) -> dict[str, Any]:
+    watchdog = recovery.watchdog
+    return {
+        "enabled": recovery.enabled,
+        "continueMidStream": recovery.continue_mid_stream,
+        "throughputWatchdog": {
+            "enabled": watchdog.enabled,
+            "warmupMs": watchdog.warmup_ms,
+            "windowMs": watchdog.window_ms,
+            "minUsefulBytesPerSecond": watchdog.min_useful_bytes_per_second,
+            "minUsefulBytes": watchdog.min_useful_bytes,
         },
     }
 

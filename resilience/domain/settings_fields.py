@@ -21,6 +21,9 @@ Default = Value | Callable[[Mapping[str, str]], Value]
 
 _ENV_ON = frozenset({"true", "1", "on"})
 _ENV_OFF = frozenset({"false", "0", "off"})
+# The reference reads its stream switches (STREAM_RECOVERY_*) with "yes" as well.
+_ENV_YES_ON = _ENV_ON | {"yes"}
+_ENV_YES_OFF = _ENV_OFF | {"no"}
 _LOOSE_ON = frozenset({"true", "1"})
 _LOOSE_OFF = frozenset({"false", "0"})
 
@@ -68,16 +71,18 @@ def _int_items(raw: Any, minimum: int, maximum: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys(n for n in numbers if n is not None and minimum <= n <= maximum))
 
 
-def _env_flag(raw: str | None) -> bool | None:
+def _env_flag(raw: str | None, *, yes: bool) -> bool | None:
     text = (raw or "").strip().lower()
-    return True if text in _ENV_ON else False if text in _ENV_OFF else None
+    on, off = (_ENV_YES_ON, _ENV_YES_OFF) if yes else (_ENV_ON, _ENV_OFF)
+    return True if text in on else False if text in off else None
 
 
 @dataclass(frozen=True, slots=True)
 class FieldSpec:
     """One setting: its kind, bounds (integers, list items), default and optional environment
     override. ``loose`` (booleans): a stored "true", "1" or non-zero number also reads as true
-    (the reference's reading of ``modelLockout.enabled``); a patch still takes only booleans."""
+    (the reference's reading of ``modelLockout.enabled``); a patch still takes only booleans.
+    ``env_yes`` (booleans): the environment variable also takes "yes" and "no"."""
 
     kind: Kind
     default: Default
@@ -85,6 +90,7 @@ class FieldSpec:
     maximum: int = 0
     env: str | None = None
     loose: bool = False
+    env_yes: bool = False
 
     def default_value(self, env: Mapping[str, str]) -> Value:
         """The default with the environment override applied (invalid overrides are ignored)."""
@@ -92,7 +98,7 @@ class FieldSpec:
         raw = env.get(self.env) if self.env else None
         if self.kind in (Kind.INT, Kind.INT_LIST):
             return self.coerce(raw, base)
-        flag = _env_flag(raw)
+        flag = _env_flag(raw, yes=self.env_yes)
         return self.coerce(base, base) if flag is None else flag
 
     def coerce(self, raw: Any, fallback: Value) -> Value:

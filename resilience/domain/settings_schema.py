@@ -22,6 +22,7 @@ from resilience.domain.settings_fields import (
     Kind,
     Rule,
 )
+from resilience.domain.stream_recovery import StreamRecoverySettings
 
 MS_PER_HOUR = 3_600_000
 DEFAULT_BREAKER_WINDOW_MS = 60_000
@@ -124,6 +125,45 @@ ATTEMPT_FIELDS: dict[str, FieldSpec] = {
     ),
 }
 
+_RECOVERY = StreamRecoverySettings()
+_WATCHDOG = _RECOVERY.watchdog
+# The reference's environment switches; they also take "yes" / "no" (env_yes).
+STREAM_RECOVERY_FIELDS: dict[str, FieldSpec] = {
+    "streamRecovery.enabled": FieldSpec(
+        Kind.BOOL, _RECOVERY.enabled, env="STREAM_RECOVERY_ENABLED", env_yes=True
+    ),
+    # On by default (decision 22): the reference leaves a cut stream cut.
+    "streamRecovery.continueMidStream": FieldSpec(
+        Kind.BOOL,
+        _RECOVERY.continue_mid_stream,
+        env="STREAM_RECOVERY_MIDSTREAM_ENABLED",
+        env_yes=True,
+    ),
+    "streamRecovery.throughputWatchdog.enabled": FieldSpec(
+        Kind.BOOL, _WATCHDOG.enabled, env="STREAM_THROUGHPUT_WATCHDOG_ENABLED", env_yes=True
+    ),
+    "streamRecovery.throughputWatchdog.warmupMs": FieldSpec(
+        Kind.INT, _WATCHDOG.warmup_ms, 0, 600_000, env="STREAM_THROUGHPUT_WATCHDOG_WARMUP_MS"
+    ),
+    "streamRecovery.throughputWatchdog.windowMs": FieldSpec(
+        Kind.INT, _WATCHDOG.window_ms, 1_000, 600_000, env="STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS"
+    ),
+    "streamRecovery.throughputWatchdog.minUsefulBytesPerSecond": FieldSpec(
+        Kind.INT,
+        _WATCHDOG.min_useful_bytes_per_second,
+        1,
+        1_000_000,
+        env="STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND",
+    ),
+    "streamRecovery.throughputWatchdog.minUsefulBytes": FieldSpec(
+        Kind.INT,
+        _WATCHDOG.min_useful_bytes,
+        1,
+        1_000_000,
+        env="STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES",
+    ),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -137,6 +177,7 @@ SCHEMA: dict[str, FieldSpec] = {
     **MODEL_LOCKOUT_FIELDS,
     **AVAILABILITY_FIELDS,
     **ATTEMPT_FIELDS,
+    **STREAM_RECOVERY_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.

@@ -17,6 +17,7 @@ from resilience.domain.classifier import CooldownProfile
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
+from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
 
@@ -142,6 +143,7 @@ class ConfigSnapshot:
     lockout: LockoutSettings = field(default_factory=LockoutSettings)
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
+    stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""
