@@ -1,11 +1,13 @@
-"""The model catalog: validation in the service, the management API and the admin."""
+"""The model catalog: validation in the service, the management API, the admin and the seed."""
 
 from __future__ import annotations
 
+import importlib
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.apps import apps as django_apps
 from django.core.exceptions import ValidationError
 from django.db import connection as db_connection
 from django.test import Client
@@ -272,3 +274,50 @@ def test_admin_changelist_has_no_n_plus_one(staff_client: Client, provider: Prov
         staff_client.get(_admin_url("changelist"))
 
     assert len(many) == len(few)
+
+
+# --- the seed migration -----------------------------------------------------------------------
+
+CATALOG_SEED = importlib.import_module("routing.migrations.0007_seed_model_catalog")
+
+
+def test_the_migration_seeded_the_common_models(db: None) -> None:
+    seeded = {
+        (e.provider_id, e.model): e
+        for e in ModelCatalogEntry.objects.filter(provider_id__in=["openai", "anthropic"])
+    }
+
+    o3, sonnet, mini = (
+        seeded["openai", "o3"],
+        seeded["anthropic", "claude-sonnet-4-20250514"],
+        seeded["openai", "gpt-4o-mini"],
+    )
+    assert (o3.accepts_prefill, o3.time_to_first_token_ms) == ("no", 180_000)
+    assert (sonnet.accepts_prefill, sonnet.context_window) == ("yes", 200_000)
+    assert (mini.input_price_per_mtok, mini.output_price_per_mtok) == (
+        Decimal("0.15"),
+        Decimal("0.60"),
+    )
+    seeded_slugs = set(ModelCatalogEntry.objects.values_list("provider_id", flat=True))
+    assert {"openai", "anthropic", "gemini", "deepseek", "mistral", "groq"} <= seeded_slugs
+
+
+def test_the_seed_skips_deleted_providers_and_keeps_operator_rows(db: None) -> None:
+    ModelCatalogEntry.objects.all().delete()
+    Provider.objects.filter(slug="groq").delete()
+    mine = _entry(Provider.objects.get(slug="openai"), "gpt-4o", context_window=1)
+
+    CATALOG_SEED.seed(django_apps, None)
+
+    assert not ModelCatalogEntry.objects.filter(provider_id="groq").exists()
+    assert ModelCatalogEntry.objects.filter(provider_id="openai", model="o3").exists()
+    mine.refresh_from_db()
+    assert mine.context_window == 1  # the operator's row is left as it was
+
+
+def test_the_unseed_removes_only_seeded_rows(provider: Provider) -> None:
+    mine = _entry(provider, "operator-added")
+
+    CATALOG_SEED.unseed(django_apps, None)
+
+    assert list(ModelCatalogEntry.objects.all()) == [mine]
