@@ -8,6 +8,7 @@ import os
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -25,6 +26,7 @@ from resilience.selectors_rules import rules_for_snapshot
 from resilience.services.connections import connection_state_get
 from resilience.state import get_store
 from routing.domain.config import (
+    CatalogEntry,
     ComboInfo,
     ComboStep,
     ConfigSnapshot,
@@ -32,7 +34,13 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
-from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+from routing.models import (
+    ClientApiKey,
+    Combo,
+    ModelCatalogEntry,
+    Provider,
+    ProviderConnection,
+)
 
 
 def _provider_info(provider: Provider) -> ProviderInfo:
@@ -154,6 +162,28 @@ def _combo_info(combo: Combo) -> ComboInfo:
     return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps)
 
 
+def _price(value: Decimal | None) -> float | None:
+    return float(value) if value is not None else None
+
+
+def _catalog_entry(entry: ModelCatalogEntry) -> CatalogEntry:
+    return CatalogEntry(
+        provider=entry.provider_id,
+        model=entry.model,
+        context_window=entry.context_window,
+        accepts_prefill=entry.accepts_prefill,
+        time_to_first_token_ms=entry.time_to_first_token_ms,
+        stream_idle_ms=entry.stream_idle_ms,
+        input_price_per_mtok=_price(entry.input_price_per_mtok),
+        output_price_per_mtok=_price(entry.output_price_per_mtok),
+    )
+
+
+def catalog_list_snapshot() -> dict[tuple[str, str], CatalogEntry]:
+    """The whole model catalog keyed by (provider slug, model), in one query."""
+    return {(e.provider_id, e.model): _catalog_entry(e) for e in ModelCatalogEntry.objects.all()}
+
+
 def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
     """Active connections grouped by provider, by priority then id."""
     grouped: dict[str, list[ConnectionInfo]] = defaultdict(list)
@@ -197,4 +227,5 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         lockout=lockout,
         availability=settings.availability,
         attempts=settings.attempts,
+        catalog=catalog_list_snapshot(),
     )

@@ -19,6 +19,7 @@ from resilience.domain.lockout import LockoutSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
+from routing.domain.vocabulary import Prefill
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +118,21 @@ class ComboInfo:
     steps: tuple[ComboStep, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """A model-catalog entry: one model at one provider (``None``: unknown, or follow the
+    global ``attempts`` settings for the two time limits)."""
+
+    provider: str
+    model: str
+    context_window: int | None = None
+    accepts_prefill: str = Prefill.UNKNOWN  # a ``Prefill`` value
+    time_to_first_token_ms: int | None = None
+    stream_idle_ms: int | None = None
+    input_price_per_mtok: float | None = None  # USD per million tokens
+    output_price_per_mtok: float | None = None
+
+
 DEFAULT_BREAKER_POLICY = BreakerPolicy()
 DEFAULT_COOLDOWN_PROFILE = CooldownProfile(
     base_cooldown_ms=3_000, use_upstream_retry_hints=True, max_backoff_steps=5
@@ -142,6 +158,7 @@ class ConfigSnapshot:
     lockout: LockoutSettings = field(default_factory=LockoutSettings)
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
+    catalog: dict[tuple[str, str], CatalogEntry] = field(default_factory=dict)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""
@@ -158,3 +175,7 @@ class ConfigSnapshot:
     def connections_for(self, provider: str) -> tuple[ConnectionInfo, ...]:
         """A provider's active connections, by priority (lower first)."""
         return self.connections.get(provider, ())
+
+    def catalog_entry(self, provider: str, model: str) -> CatalogEntry | None:
+        """The catalog's entry for ``model`` at ``provider``, if the operator has one."""
+        return self.catalog.get((provider, model))

@@ -1,4 +1,5 @@
-"""The model catalog: validation in the service, the management API, the admin and the seed."""
+"""The model catalog: validation in the service, the management API, the admin, the seed and
+the configuration snapshot."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from routing.domain.config import CatalogEntry
 from routing.models import ModelCatalogEntry, Provider
+from routing.selectors import config_snapshot_build
 from routing.services import catalog_entry_delete, catalog_entry_save, provider_delete
 from tests.routing.api_support import error_fields
 
@@ -321,3 +324,43 @@ def test_the_unseed_removes_only_seeded_rows(provider: Provider) -> None:
     CATALOG_SEED.unseed(django_apps, None)
 
     assert list(ModelCatalogEntry.objects.all()) == [mine]
+
+
+# --- the snapshot -----------------------------------------------------------------------------
+
+
+def test_the_snapshot_carries_the_catalog(provider: Provider) -> None:
+    _entry(
+        provider,
+        accepts_prefill="yes",
+        context_window=200_000,
+        time_to_first_token_ms=180_000,
+        input_price_per_mtok=Decimal("1.25"),
+    )
+
+    snapshot = config_snapshot_build(version=1, remote_version=0)
+
+    assert snapshot.catalog_entry("mock", "thinker") == CatalogEntry(
+        provider="mock",
+        model="thinker",
+        context_window=200_000,
+        accepts_prefill="yes",
+        time_to_first_token_ms=180_000,
+        stream_idle_ms=None,
+        input_price_per_mtok=1.25,
+        output_price_per_mtok=None,
+    )
+    assert snapshot.catalog_entry("openai", "thinker") is None
+    assert snapshot.catalog_entry("openai", "o3") is not None  # seeded
+
+
+def test_the_snapshot_reads_the_catalog_in_one_query(provider: Provider) -> None:
+    with CaptureQueriesContext(db_connection) as few:
+        config_snapshot_build(version=1, remote_version=0)
+    for index in range(3):
+        _entry(provider, f"m{index}")
+    with CaptureQueriesContext(db_connection) as many:
+        snapshot = config_snapshot_build(version=1, remote_version=0)
+
+    assert len(many) == len(few)
+    assert {("mock", f"m{index}") for index in range(3)} <= set(snapshot.catalog)
