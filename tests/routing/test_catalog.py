@@ -73,7 +73,8 @@ def test_save_refuses_out_of_bounds(provider: Provider, field: str, value: Any) 
 @pytest.mark.parametrize("field", ["time_to_first_token_ms", "stream_idle_ms"])
 @pytest.mark.parametrize("value", [1_000, 600_000])
 def test_save_accepts_the_bounds(provider: Provider, field: str, value: int) -> None:
-    assert getattr(_entry(provider, **{field: value}), field) == value
+    fields: dict[str, Any] = {field: value}
+    assert getattr(_entry(provider, **fields), field) == value
 
 
 def test_one_entry_per_provider_and_model(provider: Provider, other_provider: Provider) -> None:
