@@ -15,6 +15,8 @@ from zoneinfo import ZoneInfo
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 
+from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
+from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.policies import (
     breaker_policy_for,
@@ -155,11 +157,13 @@ def _key_info(key: ClientApiKey) -> KeyInfo:
     )
 
 
-def _combo_info(combo: Combo) -> ComboInfo:
+def _combo_info(combo: Combo, attempts: AttemptPolicy) -> ComboInfo:
     steps = tuple(
         ComboStep(t.provider_id, t.model, t.connection_id, t.weight) for t in combo.targets.all()
     )
-    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps)
+    overrides = attempt_overrides_read(combo.attempt_overrides)
+    policy = with_overrides(attempts, overrides) if overrides else None
+    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps, attempts=policy)
 
 
 def _price(value: Decimal | None) -> float | None:
@@ -211,7 +215,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         providers=providers,
         connections=connection_list_routable(),
         keys_by_hash={k.key_hash: _key_info(k) for k in keys},
-        combos={c.name: _combo_info(c) for c in combos},
+        combos={c.name: _combo_info(c, settings.attempts) for c in combos},
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
             for slug, p in providers.items()

@@ -209,13 +209,26 @@ class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
 
 
 class ComboSerializer(serializers.ModelSerializer[Combo]):
-    """A combo with its ordered targets, written in one request (``targets`` replaces all)."""
+    """A combo with its ordered targets, written in one request (``targets`` replaces all).
+
+    ``attempt_overrides`` holds keys of the ``attempts`` settings (camelCase, as in
+    ``/api/resilience``) for this combo only; the model's ``clean()`` checks them.
+    """
 
     targets = ComboTargetSerializer(many=True, required=False)
 
     class Meta:
         model = Combo
-        fields = ("id", "name", "strategy", "is_active", "description", "targets", "updated_at")
+        fields = (
+            "id",
+            "name",
+            "strategy",
+            "is_active",
+            "description",
+            "attempt_overrides",
+            "targets",
+            "updated_at",
+        )
         read_only_fields = ("updated_at",)
 
 

@@ -116,6 +116,7 @@ class ComboInfo:
     name: str
     strategy: str
     steps: tuple[ComboStep, ...]
+    attempts: AttemptPolicy | None = None  # the global policy with the combo's overrides
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +180,9 @@ class ConfigSnapshot:
     def catalog_entry(self, provider: str, model: str) -> CatalogEntry | None:
         """The catalog's entry for ``model`` at ``provider``, if the operator has one."""
         return self.catalog.get((provider, model))
+
+    def attempt_policy(self, combo: str | None) -> AttemptPolicy:
+        """The attempt policy of a request for ``combo`` (``None``: not a combo): the combo's
+        own when it overrides any ``attempts`` key, else the global one."""
+        info = self.combos.get(combo) if combo is not None else None
+        return info.attempts if info is not None and info.attempts is not None else self.attempts
