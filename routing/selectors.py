@@ -8,12 +8,15 @@ import os
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 
+from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
+from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.policies import (
     breaker_policy_for,
@@ -25,6 +28,7 @@ from resilience.selectors_rules import rules_for_snapshot
 from resilience.services.connections import connection_state_get
 from resilience.state import get_store
 from routing.domain.config import (
+    CatalogEntry,
     ComboInfo,
     ComboStep,
     ConfigSnapshot,
@@ -32,7 +36,13 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
-from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+from routing.models import (
+    ClientApiKey,
+    Combo,
+    ModelCatalogEntry,
+    Provider,
+    ProviderConnection,
+)
 
 
 def _provider_info(provider: Provider) -> ProviderInfo:
@@ -147,11 +157,35 @@ def _key_info(key: ClientApiKey) -> KeyInfo:
     )
 
 
-def _combo_info(combo: Combo) -> ComboInfo:
+def _combo_info(combo: Combo, attempts: AttemptPolicy) -> ComboInfo:
     steps = tuple(
         ComboStep(t.provider_id, t.model, t.connection_id, t.weight) for t in combo.targets.all()
     )
-    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps)
+    overrides = attempt_overrides_read(combo.attempt_overrides)
+    policy = with_overrides(attempts, overrides) if overrides else None
+    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps, attempts=policy)
+
+
+def _price(value: Decimal | None) -> float | None:
+    return float(value) if value is not None else None
+
+
+def _catalog_entry(entry: ModelCatalogEntry) -> CatalogEntry:
+    return CatalogEntry(
+        provider=entry.provider_id,
+        model=entry.model,
+        context_window=entry.context_window,
+        accepts_prefill=entry.accepts_prefill,
+        time_to_first_token_ms=entry.time_to_first_token_ms,
+        stream_idle_ms=entry.stream_idle_ms,
+        input_price_per_mtok=_price(entry.input_price_per_mtok),
+        output_price_per_mtok=_price(entry.output_price_per_mtok),
+    )
+
+
+def catalog_list_snapshot() -> dict[tuple[str, str], CatalogEntry]:
+    """The whole model catalog keyed by (provider slug, model), in one query."""
+    return {(e.provider_id, e.model): _catalog_entry(e) for e in ModelCatalogEntry.objects.all()}
 
 
 def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
@@ -181,7 +215,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         providers=providers,
         connections=connection_list_routable(),
         keys_by_hash={k.key_hash: _key_info(k) for k in keys},
-        combos={c.name: _combo_info(c) for c in combos},
+        combos={c.name: _combo_info(c, settings.attempts) for c in combos},
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
             for slug, p in providers.items()
@@ -198,4 +232,5 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         availability=settings.availability,
         attempts=settings.attempts,
         stream_recovery=settings.stream_recovery,
+        catalog=catalog_list_snapshot(),
     )

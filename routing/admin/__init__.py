@@ -7,9 +7,16 @@ forms never render them and pages show at most the masked preview.
 
 from __future__ import annotations
 
+from routing.admin.catalog import ModelCatalogEntryAdmin
 from routing.admin.combos import ComboAdmin
 from routing.admin.connections import ProviderConnectionAdmin
 from routing.admin.keys import ClientApiKeyAdmin
 from routing.admin.providers import ProviderAdmin
 
-__all__ = ["ClientApiKeyAdmin", "ComboAdmin", "ProviderAdmin", "ProviderConnectionAdmin"]
+__all__ = [
+    "ClientApiKeyAdmin",
+    "ComboAdmin",
+    "ModelCatalogEntryAdmin",
+    "ProviderAdmin",
+    "ProviderConnectionAdmin",
+]

@@ -1,14 +1,17 @@
-"""Admin of combos: the combo and its inline targets are saved by one ``combo_save``."""
+"""Admin of combos: the combo and its inline targets are saved by one ``combo_save``; its
+attempt overrides are a JSON object whose errors name the key."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
 
 from resilience.admin._base import ServiceAdmin, TabularInlineBase
+from resilience.domain.attempt_overrides import attempt_override_bounds
 from routing.models import Combo, ComboTarget
 from routing.services import combo_delete, combo_save
 
@@ -46,6 +49,11 @@ def _record_changes(formset: Any) -> None:
     ]
 
 
+def _override_keys() -> str:
+    bounds = attempt_override_bounds().items()
+    return ", ".join(f"{key} ({low}–{high})" for key, (low, high) in bounds)
+
+
 @admin.register(Combo)
 class ComboAdmin(ServiceAdmin):
     """Combos and their targets, written together by one ``combo_save`` call."""
@@ -55,6 +63,15 @@ class ComboAdmin(ServiceAdmin):
     search_fields = ("name", "description")
     readonly_fields = ("updated_at",)
     inlines = (ComboTargetInline,)
+
+    def formfield_for_dbfield(
+        self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
+        """The overrides' help text lists the keys with their bounds, from the settings."""
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and db_field.name == "attempt_overrides":
+            field.help_text = f"{db_field.help_text} Keys (bounds): {_override_keys()}."
+        return field
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Combo]:
         queryset: QuerySet[Combo] = super().get_queryset(request)

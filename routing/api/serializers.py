@@ -19,7 +19,14 @@ from resilience.domain.connection_state import ConnectionState
 from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import Scope
-from routing.models import ClientApiKey, Combo, ComboTarget, Provider, ProviderConnection
+from routing.models import (
+    ClientApiKey,
+    Combo,
+    ComboTarget,
+    ModelCatalogEntry,
+    Provider,
+    ProviderConnection,
+)
 from routing.selectors import (
     connection_state_columns,
     connection_state_live,
@@ -202,11 +209,46 @@ class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
 
 
 class ComboSerializer(serializers.ModelSerializer[Combo]):
-    """A combo with its ordered targets, written in one request (``targets`` replaces all)."""
+    """A combo with its ordered targets, written in one request (``targets`` replaces all).
+
+    ``attempt_overrides`` holds keys of the ``attempts`` settings (camelCase, as in
+    ``/api/resilience``) for this combo only; the model's ``clean()`` checks them.
+    """
 
     targets = ComboTargetSerializer(many=True, required=False)
 
     class Meta:
         model = Combo
-        fields = ("id", "name", "strategy", "is_active", "description", "targets", "updated_at")
+        fields = (
+            "id",
+            "name",
+            "strategy",
+            "is_active",
+            "description",
+            "attempt_overrides",
+            "targets",
+            "updated_at",
+        )
         read_only_fields = ("updated_at",)
+
+
+class ModelCatalogEntrySerializer(serializers.ModelSerializer[ModelCatalogEntry]):
+    """One model at one provider (unique per provider and model); prices are decimal strings in
+    USD per million tokens, empty values mean unknown (or: follow the global settings)."""
+
+    class Meta:
+        model = ModelCatalogEntry
+        fields = (
+            "id",
+            "provider",
+            "model",
+            "context_window",
+            "accepts_prefill",
+            "time_to_first_token_ms",
+            "stream_idle_ms",
+            "input_price_per_mtok",
+            "output_price_per_mtok",
+            "updated_at",
+        )
+        read_only_fields = ("updated_at",)
+        extra_kwargs = {"provider": {"help_text": "The provider's slug."}}

@@ -11,5 +11,6 @@ router.register("providers", views.ProviderViewSet, basename="provider")
 router.register("connections", views.ProviderConnectionViewSet, basename="connection")
 router.register("keys", views.ClientApiKeyViewSet, basename="key")
 router.register("combos", views.ComboViewSet, basename="combo")
+router.register("model-catalog", views.ModelCatalogEntryViewSet, basename="model-catalog")
 
 urlpatterns = router.urls

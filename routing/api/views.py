@@ -21,16 +21,19 @@ from routing.api.serializers import (
     ClientApiKeyCreatedSerializer,
     ClientApiKeySerializer,
     ComboSerializer,
+    ModelCatalogEntrySerializer,
     ProviderConnectionSerializer,
     ProviderSerializer,
 )
-from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
+from routing.models import ClientApiKey, Combo, ModelCatalogEntry, Provider, ProviderConnection
 from routing.selectors import connection_state_live
 from routing.services import (
     api_key_create,
     api_key_delete,
     api_key_revoke,
     api_key_update,
+    catalog_entry_delete,
+    catalog_entry_save,
     combo_delete,
     combo_save,
     connection_clear_error,
@@ -188,3 +191,39 @@ class ComboViewSet(viewsets.ModelViewSet[Combo]):
 
     def perform_destroy(self, instance: Combo) -> None:
         combo_delete(combo=instance)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("provider", str, description="Only this provider's slug."),
+            OpenApiParameter("model", str, description="Only this exact model name."),
+        ]
+    )
+)
+class ModelCatalogEntryViewSet(viewsets.ModelViewSet[ModelCatalogEntry]):
+    """The model catalog, by numeric ``id``; filter with ``?provider=`` and ``?model=``."""
+
+    queryset = ModelCatalogEntry.objects.order_by("provider_id", "model")
+    serializer_class = ModelCatalogEntrySerializer
+
+    def get_queryset(self) -> QuerySet[ModelCatalogEntry]:
+        queryset = super().get_queryset()
+        filters = {
+            name: value
+            for name in ("provider", "model")
+            if (value := self.request.query_params.get(name))
+        }
+        return queryset.filter(**filters)
+
+    def perform_create(self, serializer: BaseSerializer[ModelCatalogEntry]) -> None:
+        serializer.instance = catalog_entry_save(
+            entry=ModelCatalogEntry(), fields=serializer.validated_data
+        )
+
+    def perform_update(self, serializer: BaseSerializer[ModelCatalogEntry]) -> None:
+        assert serializer.instance is not None
+        catalog_entry_save(entry=serializer.instance, fields=serializer.validated_data)
+
+    def perform_destroy(self, instance: ModelCatalogEntry) -> None:
+        catalog_entry_delete(entry=instance)

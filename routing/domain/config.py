@@ -20,6 +20,7 @@ from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
+from routing.domain.vocabulary import Prefill
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,22 @@ class ComboInfo:
     name: str
     strategy: str
     steps: tuple[ComboStep, ...]
+    attempts: AttemptPolicy | None = None  # the global policy with the combo's overrides
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """A model-catalog entry: one model at one provider (``None``: unknown, or follow the
+    global ``attempts`` settings for the two time limits)."""
+
+    provider: str
+    model: str
+    context_window: int | None = None
+    accepts_prefill: str = Prefill.UNKNOWN  # a ``Prefill`` value
+    time_to_first_token_ms: int | None = None
+    stream_idle_ms: int | None = None
+    input_price_per_mtok: float | None = None  # USD per million tokens
+    output_price_per_mtok: float | None = None
 
 
 DEFAULT_BREAKER_POLICY = BreakerPolicy()
@@ -144,6 +161,7 @@ class ConfigSnapshot:
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
+    catalog: dict[tuple[str, str], CatalogEntry] = field(default_factory=dict)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""
@@ -160,3 +178,13 @@ class ConfigSnapshot:
     def connections_for(self, provider: str) -> tuple[ConnectionInfo, ...]:
         """A provider's active connections, by priority (lower first)."""
         return self.connections.get(provider, ())
+
+    def catalog_entry(self, provider: str, model: str) -> CatalogEntry | None:
+        """The catalog's entry for ``model`` at ``provider``, if the operator has one."""
+        return self.catalog.get((provider, model))
+
+    def attempt_policy(self, combo: str | None) -> AttemptPolicy:
+        """The attempt policy of a request for ``combo`` (``None``: not a combo): the combo's
+        own when it overrides any ``attempts`` key, else the global one."""
+        info = self.combos.get(combo) if combo is not None else None
+        return info.attempts if info is not None and info.attempts is not None else self.attempts

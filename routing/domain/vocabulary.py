@@ -39,6 +39,16 @@ class AuthType(StrEnum):
 TERMINAL_STATUSES = TERMINAL
 
 
+class Prefill(StrEnum):
+    """Whether a model continues a partial assistant message (a model-catalog entry's
+    ``accepts_prefill``). A stream cut after commit is completed by prefill continuation only on
+    ``yes``; on ``no`` and ``unknown`` it is regenerated and spliced on the exact prefix."""
+
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+
 class Scope(StrEnum):
     """Scopes a client API key can carry."""
 

@@ -1,8 +1,18 @@
-"""Operator objects of the routing app: providers, connections, client keys and combos."""
+"""Operator objects of the routing app: providers, connections, client keys, combos and the model
+catalog."""
 
+from routing.models.catalog import ModelCatalogEntry
 from routing.models.combos import Combo, ComboTarget
 from routing.models.keys import ClientApiKey
 from routing.models.providers import Provider, ProviderConnection
 from routing.models.proxy_log import ProxyLog
 
-__all__ = ["ClientApiKey", "Combo", "ComboTarget", "Provider", "ProviderConnection", "ProxyLog"]
+__all__ = [
+    "ClientApiKey",
+    "Combo",
+    "ComboTarget",
+    "ModelCatalogEntry",
+    "Provider",
+    "ProviderConnection",
+    "ProxyLog",
+]

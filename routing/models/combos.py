@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from resilience.domain.attempt_overrides import attempt_overrides_validate
+from resilience.domain.settings import ROOT_FIELD, SettingsError
 from routing.domain.vocabulary import IMPLEMENTED_STRATEGIES, Strategy
 
 
@@ -28,6 +30,12 @@ class Combo(models.Model):
     )
     is_active = models.BooleanField(default=True)
     description = models.CharField(max_length=300, blank=True)
+    attempt_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='This combo\'s own values for keys of the "attempts" settings, e.g. '
+        '{"retriesPerTarget": 0}; the keys left out follow the global settings.',
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -35,6 +43,19 @@ class Combo(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """Check the attempt overrides against the settings' own bounds (and store them as the
+        integers they stand for: 5.0 is 5)."""
+        raw = {} if self.attempt_overrides is None else self.attempt_overrides
+        try:
+            self.attempt_overrides = attempt_overrides_validate(raw)
+        except SettingsError as exc:
+            messages = [
+                message if key == ROOT_FIELD else f"{key}: {message}"
+                for key, message in exc.errors.items()
+            ]
+            raise ValidationError({"attempt_overrides": messages}) from None
 
 
 class ComboTarget(models.Model):

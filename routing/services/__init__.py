@@ -1,5 +1,6 @@
 """The one write path for routing configuration. Admin, API and commands call these."""
 
+from routing.services.catalog import catalog_entry_delete, catalog_entry_save
 from routing.services.combos import combo_delete, combo_save
 from routing.services.connections import (
     connection_clear_error,
@@ -16,6 +17,8 @@ __all__ = [
     "api_key_delete",
     "api_key_revoke",
     "api_key_update",
+    "catalog_entry_delete",
+    "catalog_entry_save",
     "combo_delete",
     "combo_save",
     "connection_clear_error",
