@@ -12,7 +12,9 @@ Endpoints
     carrying ``chunk_size`` characters of content each (the first also ``role: assistant``),
     a final chunk with ``finish_reason: "stop"``, a usage chunk if
     ``stream_options.include_usage``, then ``data: [DONE]``. The stream's content equals the
-    non-stream content for the same knobs.
+    non-stream content for the same knobs: a deterministic text of ``chunks * chunk_size``
+    characters (see ``text``), or its continuation after an assistant prefill (see
+    ``prefill``); usage counts ``ceil(characters / 4)`` completion tokens.
 ``GET .../models``             an OpenAI model list (knobs do not apply).
 ``GET /_fake/log``             the recorded requests as JSON.
 ``POST /_fake/reset``          clears the log, the scripted behaviours, the per-model knobs and
@@ -22,9 +24,13 @@ Endpoints
 ``POST /_fake/models``         ``{"model": name, "knobs": {...}}``: knobs for every following chat
                                request for that model (the name before ``?``) until changed;
                                empty or null knobs forget them.
-``GET /_fake/stats``           ``{"chat": n, "failed": m}``: chat answers so far and how many were
-                               not a plain success (non-2xx, ``body``, reset, stall or cut);
-                               counted even with ``record=False``.
+``GET /_fake/stats``           ``{"chat": n, "failed": m, "connections": c}``: chat answers so
+                               far; how many were not a plain success (non-2xx, ``body``, reset,
+                               stall, cut, ``malformed_at``, ``done`` other than ``yes``, or a
+                               refused prefill); and how many distinct TCP connections carried
+                               them (distinct client ``(host, port)`` peers: a pooled connection
+                               reused for several requests counts once). Counted since the last
+                               reset, even with ``record=False``.
 
 Knobs
 -----
@@ -38,22 +44,59 @@ Knobs
 ``chunk_interval_ms``  delay between stream chunks (default 0: the stream is one write).
 ``chunk_size``         characters of content per chunk (default 8).
 ``reset=before``       abort the TCP connection (RST) without any response.
-``reset=mid``          send half the chunks (or half a JSON body), then abort the connection.
-``stall=before``       never send headers: sleep (up to 300 s) until the client goes away.
-``stall=mid``          send half the chunks (or half a JSON body), then stall likewise.
-``cut=mid``            send half the chunks, then end the response cleanly without ``[DONE]``
-                       (a JSON body is cut by closing the connection after half of it).
+``reset=mid``          send ``mid_at`` content chunks (or half a JSON body), then abort the
+                       connection.
+``stall=before``       never send headers: sleep (up to 300 s) until the client goes away
+                       (with ``heartbeat_ms`` on a stream: send its headers, then only pings).
+``stall=mid``          send ``mid_at`` content chunks (or half a JSON body), then stall likewise.
+``cut=mid``            send ``mid_at`` content chunks, then end the response cleanly without the
+                       finish event or ``[DONE]`` (a JSON body is cut by closing the connection
+                       after half of it).
+``mid_at``             int >= 0, default half the content chunks (rounded down): how many content
+                       chunks go out before the ``mid`` action, e.g. a stream cut after 5 chunks
+                       is ``cut=mid&mid_at=5``; ``0`` acts before any content, a value above the
+                       number of chunks after all of them (before the finish event). Streams only.
+``malformed_at``       int >= 0, unset by default: write one malformed event
+                       (``data: {"choices": [`` and a blank line, not JSON) before content chunk
+                       k (a value at or above the number of chunks: before the finish event);
+                       the rest of the stream is normal. Not written if a ``mid`` action comes
+                       first. Streams only.
+``done``               ``yes`` (default) ends a stream with ``data: [DONE]``; ``close`` omits it
+                       and ends the body normally after the finish (and usage) events; ``hang``
+                       omits it and keeps the connection open without writing, up to the stall
+                       maximum (300 s). Streams only.
+``heartbeat_ms``       float, default 0 (off): while a ``stall`` is in effect on a stream, write
+                       the SSE comment ``: ping`` every that many ms (bytes arrive, no text).
+``reasoning``          bool (``true``/``1``/``yes``/``on`` or ``false``/``0``/``no``/``off``),
+                       default false: every content delta carries ``reasoning_content`` instead
+                       of ``content``; a JSON answer has ``content: null`` and
+                       ``reasoning_content``. The finish and usage events are as usual.
+``text``               ``default`` ("The quick brown fox...") or ``alt`` ("Pack my box...");
+                       both deterministic, different from the first character, so a
+                       regeneration on an ``alt`` target never starts with a ``default`` text.
+``prefill``            applies when the request's last message has role ``assistant`` and string
+                       content P. ``accept`` (default): the answer is the continuation, the full
+                       text (``chunks * chunk_size`` characters of ``text``) without its first
+                       ``len(P)`` characters, whether or not it starts with P; a stream chunks
+                       it ``chunk_size`` characters at a time from its start (the last chunk may
+                       be shorter; none when P is as long as the text), and usage counts only
+                       the continuation. ``reject``: 400 ``invalid_request_error`` whose message
+                       says assistant prefill is not supported (after status/body). ``ignore``:
+                       the whole text, as without a prefill. JSON answers follow the same rules.
 ``error_rate``         float 0..1, unset by default: the failure that the other knobs describe
-                       (status, body, retry_after, headers, reset, stall, cut) then applies only
-                       with that probability; otherwise the answer is a normal 200 of the same
-                       shape (latency and chunking kept). ``1`` always fails, ``0`` never.
-                       Draws come from one ``random.Random(seed)`` per server (``FakeUpstream(
-                       seed=...)``, ``manage.py fakeupstream --seed``), so a sequential run is
-                       repeatable; e.g. ``base_url(status=503, error_rate=0.05)``.
-``reset``/``stall``/``cut``/``error_rate`` accept ``none`` (or empty) to switch off a
-lower-precedence value.
-Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then the
-answer; for ``mid``, ``reset`` wins over ``stall`` over ``cut``.
+                       (status, body, retry_after, headers, reset, stall, cut, malformed_at,
+                       done) then applies only with that probability; otherwise the answer is a
+                       normal 200 of the same shape (latency, chunking, ``mid_at``,
+                       ``heartbeat_ms``, ``reasoning``, ``text`` and ``prefill`` kept). ``1``
+                       always fails, ``0`` never. Draws come from one ``random.Random(seed)``
+                       per server (``FakeUpstream(seed=...)``, ``manage.py fakeupstream
+                       --seed``), so a sequential run is repeatable; e.g.
+                       ``base_url(status=503, error_rate=0.05)``.
+``reset``/``stall``/``cut``/``mid_at``/``malformed_at``/``error_rate`` accept ``none`` (or
+empty) to switch off a lower-precedence value; ``done``/``text``/``prefill`` take it as their
+default.
+Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then a
+refused prefill, then the answer; for ``mid``, ``reset`` wins over ``stall`` over ``cut``.
 
 Channels, highest precedence first: (1) scripted behaviours (``/_fake/script`` or
 :meth:`FakeUpstream.script`), (2) per-model knobs (``/_fake/models`` or
@@ -66,9 +109,13 @@ last, on the merged knobs.
 
 Records (:class:`RequestRecord`) are kept for chat and model requests in a bounded deque
 (last 1000) unless ``record=False``; times are ``time.monotonic()`` of the server process.
-``completed`` is true when the handler finished its answer (including error and ``cut``
-answers); ``disconnected_at`` is when the server noticed the client went away, ``aborted_at``
-when the server itself reset the connection.
+``body`` is the parsed request (``messages`` reads its message list), ``prefill`` the
+assistant prefill it carried (None without one: ``all(r.prefill is None for r in
+fake.requests)`` shows no prefill request reached this fake), ``chunks_sent`` the content
+chunks written and ``pings_sent`` the heartbeats. ``completed`` is true when the handler
+finished its answer (including error and ``cut`` answers); ``disconnected_at`` is when the
+server noticed the client went away, ``aborted_at`` when the server itself reset the
+connection.
 
 Library use::
 

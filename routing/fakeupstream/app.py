@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
 import random
-import socket
-import struct
 import time
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 from urllib.parse import parse_qsl
 
 import orjson
 from aiohttp import web
 
 from routing.fakeupstream import wire
+from routing.fakeupstream.answer import Answerer, rejects_prefill
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
 from routing.fakeupstream.journal import Journal
-
-STALL_MAX_S: Final = 300.0
-_LINGER_RST: Final = struct.pack("ii", 1, 0)
 
 
 def _path_knobs(request: web.Request) -> dict[str, str]:
@@ -46,26 +40,15 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     return payload
 
 
+def _peer(request: web.Request) -> object:
+    """The client end of the request's TCP connection: one per connection, reused or not."""
+    transport = request.transport
+    return transport.get_extra_info("peername") if transport is not None else None
+
+
 def _wants_usage(payload: Mapping[str, Any]) -> bool:
     options = payload.get("stream_options")
     return isinstance(options, dict) and bool(options.get("include_usage"))
-
-
-async def _stall(resp: web.StreamResponse | None) -> web.StreamResponse:
-    await asyncio.sleep(STALL_MAX_S)
-    return resp or wire.error(504, "fake upstream stalled", "server_error")
-
-
-def _abort(request: web.Request, rec: RequestRecord) -> web.StreamResponse:
-    """Reset the connection (RST); aiohttp then fails quietly to write the returned answer."""
-    rec.aborted_at = time.monotonic()
-    transport = request.transport
-    if transport is not None:
-        with contextlib.suppress(OSError, AttributeError, TypeError):
-            sock = transport.get_extra_info("socket")
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
-        transport.abort()
-    return web.Response(status=502)
 
 
 class FakeApp:
@@ -77,7 +60,7 @@ class FakeApp:
         self.journal = journal
         # Only the server loop draws, so one generator per server keeps a seeded run repeatable.
         self._random = random.Random(seed)
-        self._ids = itertools.count(1)
+        self._answerer = Answerer(journal)
 
     def build(self) -> web.Application:
         app = web.Application()
@@ -120,11 +103,13 @@ class FakeApp:
             behaviour = self._draw(self._resolve(request, model))
         except ValueError as exc:
             return wire.error(400, str(exc), "fake_knob_error")
-        self.journal.count(failed=behaviour.fails)
         rec = self._record(request, payload, behaviour)
         rec.model, rec.stream = model.partition("?")[0], payload.get("stream") is True
+        rec.prefill = wire.prefill_of(payload)
+        failed = behaviour.fails or rejects_prefill(rec)
+        self.journal.count(failed=failed, peer=_peer(request))
         try:
-            resp = await self._answer(request, rec, _wants_usage(payload))
+            resp = await self._answerer.answer(request, rec, _wants_usage(payload))
         except (asyncio.CancelledError, ConnectionError):
             if rec.aborted_at is None:
                 rec.disconnected_at = time.monotonic()
@@ -132,81 +117,6 @@ class FakeApp:
             raise
         rec.completed = rec.aborted_at is None
         self.journal.touch()
-        return resp
-
-    async def _answer(
-        self, request: web.Request, rec: RequestRecord, usage: bool
-    ) -> web.StreamResponse:
-        b = rec.behaviour
-        if b.latency_ms:
-            await asyncio.sleep(b.latency_ms / 1000)
-        if b.reset == "before":
-            return _abort(request, rec)
-        if b.stall == "before":
-            return await _stall(None)
-        if b.body is not None or not 200 <= b.status < 300:
-            return wire.error_answer(b)
-        if rec.stream:
-            return await self._stream(request, rec, usage)
-        return await self._complete(request, rec)
-
-    async def _complete(self, request: web.Request, rec: RequestRecord) -> web.StreamResponse:
-        b = rec.behaviour
-        rid = wire.request_id(next(self._ids))
-        body = wire.completion_body(rec.model, b.chunks * b.chunk_size).replace(wire.ID, rid)
-        headers = wire.headers(b, "application/json")
-        if b.mid is None:
-            return web.Response(status=b.status, body=body, headers=headers)
-        resp = web.StreamResponse(status=b.status, headers=headers)
-        resp.content_length = len(body)
-        await resp.prepare(request)
-        await resp.write(body[: len(body) // 2])
-        return await self._midway(request, resp, rec)
-
-    async def _stream(
-        self, request: web.Request, rec: RequestRecord, usage: bool
-    ) -> web.StreamResponse:
-        b = rec.behaviour
-        events = wire.stream_events(rec.model, b.chunks, b.chunk_size, usage)
-        rid = wire.request_id(next(self._ids))
-        headers = {**wire.headers(b, "text/event-stream"), "Cache-Control": "no-cache"}
-        resp = web.StreamResponse(status=b.status, headers=headers)
-        await resp.prepare(request)
-        upto = b.chunks // 2 if b.mid else b.chunks
-        await self._send(resp, rec, events[:upto], rid)
-        if b.mid:
-            return await self._midway(request, resp, rec)
-        await resp.write(b"".join(events[b.chunks :]).replace(wire.ID, rid))
-        await resp.write_eof()
-        return resp
-
-    async def _send(
-        self, resp: web.StreamResponse, rec: RequestRecord, events: tuple[bytes, ...], rid: bytes
-    ) -> None:
-        interval = rec.behaviour.chunk_interval_ms / 1000
-        if not interval:
-            await resp.write(b"".join(events).replace(wire.ID, rid))
-            rec.chunks_sent, rec.last_chunk_at = len(events), time.monotonic()
-            return
-        for i, event in enumerate(events):
-            if i:
-                await asyncio.sleep(interval)
-            await resp.write(event.replace(wire.ID, rid))
-            rec.chunks_sent, rec.last_chunk_at = i + 1, time.monotonic()
-            self.journal.touch()
-
-    async def _midway(
-        self, request: web.Request, resp: web.StreamResponse, rec: RequestRecord
-    ) -> web.StreamResponse:
-        action = rec.behaviour.mid
-        if action == "reset":
-            return _abort(request, rec)
-        if action == "stall":
-            return await _stall(resp)
-        if rec.stream:
-            await resp.write_eof()
-        elif request.transport is not None:
-            request.transport.close()
         return resp
 
     async def _models(self, request: web.Request) -> web.StreamResponse:

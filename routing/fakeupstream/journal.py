@@ -1,5 +1,5 @@
 """Thread-safe shared state: the bounded request log, the script queue, the per-model
-knobs and the answer counters."""
+knobs, the answer counters and the client connections seen."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ class Journal:
         self._script: deque[dict[str, Any]] = deque()
         self._models: dict[str, dict[str, Any]] = {}
         self._stats = {"chat": 0, "failed": 0}
+        self._peers: set[object] = set()
 
     def add(self, rec: RequestRecord) -> None:
         if self.recording:
@@ -49,6 +50,7 @@ class Journal:
             self._script.clear()
             self._models.clear()
             self._stats = dict.fromkeys(self._stats, 0)
+            self._peers.clear()
 
     def push_script(self, behaviours: Iterable[dict[str, Any]]) -> None:
         with self._lock:
@@ -70,15 +72,18 @@ class Journal:
         with self._lock:
             return dict(self._models.get(model, {}))
 
-    def count(self, *, failed: bool) -> None:
-        """Count one chat answer (kept even when the log is off)."""
+    def count(self, *, failed: bool, peer: object = None) -> None:
+        """Count one chat answer and the client connection (its ``peer`` address) that
+        carried it (kept even when the log is off)."""
         with self._lock:
             self._stats["chat"] += 1
             self._stats["failed"] += failed
+            if peer is not None:
+                self._peers.add(peer)
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return dict(self._stats)
+            return {**self._stats, "connections": len(self._peers)}
 
     def wait_until(self, check: Callable[[], object], timeout: float) -> bool:
         deadline = time.monotonic() + timeout

@@ -62,7 +62,8 @@ class FakeUpstream:
 
     @property
     def stats(self) -> dict[str, int]:
-        """Chat answers so far: ``chat`` in all, ``failed`` of them not a plain success."""
+        """Chat answers so far: ``chat`` in all, ``failed`` of them not a plain success, and
+        ``connections``: how many distinct client connections carried them."""
         return self._journal.stats()
 
     @property

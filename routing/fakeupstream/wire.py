@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Final
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
 
 import orjson
 from aiohttp import web
@@ -18,7 +20,17 @@ from routing.fakeupstream.behaviour import Behaviour
 MODELS: Final = ("fake-model", "gpt-4o", "gpt-4o-mini")
 ID: Final = b"chatcmpl-fake-000000000000"
 DONE: Final = b"data: [DONE]\n\n"
-_TEXT: Final = "The quick brown fox jumps over the lazy dog. "
+MALFORMED: Final = b'data: {"choices": [\n\n'  # a truncated JSON object: not an event
+PING: Final = b": ping\n\n"  # an SSE comment: bytes on the wire, no event
+# Both texts differ from their first character: a regeneration on ``alt`` never starts with
+# what ``default`` already sent.
+_TEXTS: Final = {
+    "default": "The quick brown fox jumps over the lazy dog. ",
+    "alt": "Pack my box with five dozen liquor jugs. ",
+}
+PREFILL_REJECTED: Final = (
+    "assistant prefill is not supported: the conversation must not end with an assistant message"
+)
 _PROMPT_TOKENS: Final = 8
 _ERROR_KINDS: Final = {
     400: ("invalid_request_error", "bad_request"),
@@ -34,9 +46,46 @@ def request_id(n: int) -> bytes:
     return b"chatcmpl-fake-%012d" % n
 
 
-def content(n_chars: int) -> str:
-    """The deterministic answer text of ``n_chars`` characters."""
-    return (_TEXT * (n_chars // len(_TEXT) + 1))[:n_chars]
+def content(n_chars: int, text: str = "default") -> str:
+    """The deterministic answer text of ``n_chars`` characters (``text``: default or alt)."""
+    base = _TEXTS[text]
+    return (base * (n_chars // len(base) + 1))[:n_chars]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What one answer says: the full text of ``n_chars`` characters from its first ``skip``
+    (the length of an accepted assistant prefill), as content or as reasoning."""
+
+    n_chars: int
+    text: str = "default"
+    skip: int = 0
+    reasoning: bool = False
+
+    @property
+    def content(self) -> str:
+        return content(self.n_chars, self.text)[self.skip :]
+
+    def delta(self, piece: str) -> dict[str, str]:
+        return {"reasoning_content" if self.reasoning else "content": piece}
+
+
+class StreamEvents(NamedTuple):
+    """A stream's content events, then its tail (the finish event and the usage event)."""
+
+    content: tuple[bytes, ...]
+    tail: tuple[bytes, ...]
+
+
+def prefill_of(payload: Mapping[str, Any]) -> str | None:
+    """The assistant prefill of a request: the last message's string content when that
+    message has role ``assistant``, else None."""
+    messages = payload.get("messages")
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    if not isinstance(last, dict) or last.get("role") != "assistant":
+        return None
+    text = last.get("content")
+    return text if isinstance(text, str) else None
 
 
 def _usage(n_chars: int) -> dict[str, int]:
@@ -53,11 +102,14 @@ def _envelope(model: str, kind: str, **rest: Any) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
-def completion_body(model: str, n_chars: int) -> bytes:
-    """A ``chat.completion`` JSON answering ``content(n_chars)``."""
-    message = {"role": "assistant", "content": content(n_chars)}
+def completion_body(model: str, answer: Answer) -> bytes:
+    """A ``chat.completion`` JSON answering ``answer`` (``content`` null when reasoning)."""
+    text = answer.content
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if answer.reasoning:
+        message = {"role": "assistant", "content": None, "reasoning_content": text}
     choice = {"index": 0, "message": message, "finish_reason": "stop"}
-    env = _envelope(model, "chat.completion", choices=[choice], usage=_usage(n_chars))
+    env = _envelope(model, "chat.completion", choices=[choice], usage=_usage(len(text)))
     return orjson.dumps(env)
 
 
@@ -67,18 +119,19 @@ def _event(model: str, choices: list[Any], **rest: Any) -> bytes:
 
 
 @functools.lru_cache(maxsize=256)
-def stream_events(model: str, chunks: int, size: int, usage: bool) -> tuple[bytes, ...]:
-    """``chunks`` content events, the finish event, [the usage event] and ``[DONE]``."""
-    text = content(chunks * size)
+def stream_events(model: str, answer: Answer, size: int, usage: bool) -> StreamEvents:
+    """One content event per ``size`` characters of ``answer`` (the last may be shorter), the
+    finish event and, with ``usage``, the usage event; ``[DONE]`` is the caller's."""
+    text = answer.content
     events = []
-    for i in range(chunks):
-        delta = {"content": text[i * size : (i + 1) * size]}
+    for i, start in enumerate(range(0, len(text), size)):
+        delta: dict[str, str] = answer.delta(text[start : start + size])
         delta = {"role": "assistant", **delta} if i == 0 else delta
         events.append(_event(model, [{"index": 0, "delta": delta, "finish_reason": None}]))
-    events.append(_event(model, [{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    tail = [_event(model, [{"index": 0, "delta": {}, "finish_reason": "stop"}])]
     if usage:
-        events.append(_event(model, [], usage=_usage(chunks * size)))
-    return (*events, DONE)
+        tail.append(_event(model, [], usage=_usage(len(text))))
+    return StreamEvents(tuple(events), tuple(tail))
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -10,6 +11,7 @@ import orjson
 from routing.fakeupstream import FakeUpstream, RequestRecord, model_with
 
 CHANNELS = ("header", "model", "path", "script")
+READ_TIMEOUT_S = 0.3  # long enough for a whole answer here, short enough for stall tests
 
 
 def request_parts(
@@ -53,3 +55,31 @@ def deltas(events: list[str]) -> list[dict[str, Any]]:
 def last(fake: FakeUpstream) -> RequestRecord:
     """The latest request ``fake`` recorded."""
     return fake.requests[-1]
+
+
+def text_of(events: list[str], field: str = "content") -> str:
+    """The concatenated ``field`` (content, or reasoning_content) of every chunk's deltas."""
+    chunks = [orjson.loads(e)["choices"] for e in events if e != "[DONE]"]
+    return "".join(c["delta"].get(field, "") for choices in chunks for c in choices)
+
+
+async def read_until(
+    client: httpx.AsyncClient,
+    parts: tuple[str, dict[str, str], dict[str, Any]],
+    enough: Callable[[list[str]], bool],
+) -> tuple[list[str], bool]:
+    """The lines of a streamed answer read until ``enough(lines)``, the end of the body or
+    a read timeout (:data:`READ_TIMEOUT_S`); and whether the read timed out."""
+    url, headers, body = parts
+    lines: list[str] = []
+    try:
+        async with client.stream(
+            "POST", url, json=body, headers=headers, timeout=READ_TIMEOUT_S
+        ) as r:
+            async for line in r.aiter_lines():
+                lines.append(line)
+                if enough(lines):
+                    break
+    except httpx.ReadTimeout:
+        return lines, True
+    return lines, False

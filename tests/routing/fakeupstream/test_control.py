@@ -74,3 +74,51 @@ async def test_stop_does_not_hang_on_stalled_request() -> None:
     assert time.monotonic() - started < 2.0
     await asyncio.wait_for(task, 2.0)
     assert done.is_set()
+
+
+async def test_each_recorded_request_keeps_its_messages_and_prefill(
+    fake: FakeUpstream, client: httpx.AsyncClient
+) -> None:
+    asked = [{"role": "user", "content": "hi"}]
+    continued = [*asked, {"role": "assistant", "content": "The qu"}]
+    await post(client, fake, messages=asked)
+    await post(client, fake, stream=True, messages=continued)
+    first, second = fake.requests
+    assert (first.messages, first.prefill) == (asked, None)
+    assert (second.messages, second.prefill) == (continued, "The qu")
+    log = (await client.get(fake.url + "/_fake/log")).json()
+    assert [e["body"]["messages"] for e in log] == [asked, continued]
+    assert [e["prefill"] for e in log] == [None, "The qu"]
+
+
+# ------------------------------------------------------------------------------ connections
+
+
+async def test_connections_count_distinct_client_connections(
+    fake: FakeUpstream, client: httpx.AsyncClient
+) -> None:
+    for _ in range(3):
+        await post(client, fake)  # one pooled connection, reused
+    assert fake.stats["connections"] == 1
+    async with httpx.AsyncClient(timeout=5.0) as other:
+        await post(other, fake)
+    assert fake.stats == {"chat": 4, "failed": 0, "connections": 2}
+    fake.reset()
+    assert fake.stats["connections"] == 0
+
+
+async def test_a_reset_connection_is_not_reused(
+    fake: FakeUpstream, client: httpx.AsyncClient
+) -> None:
+    await post(client, fake)
+    with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+        await post(client, fake, "header", {"reset": "mid", "mid_at": 1}, stream=True)
+    await post(client, fake)
+    assert fake.stats["connections"] == 2  # the reset one, then a fresh one
+
+
+async def test_connections_are_counted_without_a_log(client: httpx.AsyncClient) -> None:
+    with FakeUpstream(record=False).start() as fake:
+        await post(client, fake)
+        await post(client, fake)
+        assert fake.stats == {"chat": 2, "failed": 0, "connections": 1}

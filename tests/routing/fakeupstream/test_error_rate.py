@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from unittest.mock import ANY
 
 import aiohttp
 import httpx
@@ -44,7 +45,7 @@ async def test_five_percent_of_a_thousand_fail(seeded: FakeUpstream) -> None:
     failed = got.count(503)
     assert set(got) <= {200, 503}
     assert 20 <= failed <= 80
-    assert seeded.stats == {"chat": 1000, "failed": failed}
+    assert seeded.stats == {"chat": 1000, "failed": failed, "connections": ANY}
 
 
 @pytest.mark.parametrize(("rate", "expected"), [("0", {200}), ("1", {503}), ("1.0", {503})])
@@ -58,7 +59,7 @@ async def test_rate_zero_never_fails_and_one_always_does(
 async def test_without_error_rate_the_failure_always_applies(seeded: FakeUpstream) -> None:
     url = seeded.base_url(status=503) + "/chat/completions"
     assert set(await statuses(url, 50)) == {503}
-    assert seeded.stats == {"chat": 50, "failed": 50}
+    assert seeded.stats == {"chat": 50, "failed": 50, "connections": ANY}
 
 
 async def test_the_same_seed_gives_the_same_sequence() -> None:
@@ -101,7 +102,7 @@ async def test_a_reset_applies_only_when_drawn(
         except httpx.TransportError:
             outcomes.append(0)
     assert set(outcomes) == {0, 200}
-    assert seeded.stats == {"chat": 40, "failed": outcomes.count(0)}
+    assert seeded.stats == {"chat": 40, "failed": outcomes.count(0), "connections": ANY}
 
 
 @pytest.mark.parametrize("rate", ["1.5", "-0.1", "nan", "often"])
@@ -135,7 +136,7 @@ async def test_per_model_knobs_apply_until_forgotten(
     assert (await client.post(url, json={"model": "model-a"})).status_code == 503
     fake.set_model("model-a")
     assert (await client.post(url, json={"model": "model-a"})).status_code == 200
-    assert fake.stats == {"chat": 4, "failed": 2}
+    assert fake.stats == {"chat": 4, "failed": 2, "connections": 1}
 
 
 async def test_per_model_knobs_rank_below_the_script_and_above_headers(
@@ -154,7 +155,8 @@ async def test_models_and_stats_endpoints(fake: FakeUpstream, client: httpx.Asyn
     url = fake.base_url() + "/chat/completions"
     gone = await client.post(url, json={"model": "model-a"})
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "model_not_found"
-    assert (await client.get(fake.url + "/_fake/stats")).json() == {"chat": 1, "failed": 1}
+    stats = (await client.get(fake.url + "/_fake/stats")).json()
+    assert stats == {"chat": 1, "failed": 1, "connections": 1}
     bad = await client.post(fake.url + "/_fake/models", json={"model": "x", "knobs": {"no": 1}})
     assert bad.status_code == 400
     assert (await client.post(fake.url + "/_fake/models", json={"knobs": {}})).status_code == 400
@@ -168,5 +170,5 @@ async def test_reset_forgets_model_knobs_and_counters(
     fake.set_model("gpt-4o", status=500)
     assert (await post(client, fake)).status_code == 500
     fake.reset()
-    assert fake.stats == {"chat": 0, "failed": 0}
+    assert fake.stats == {"chat": 0, "failed": 0, "connections": 0}
     assert (await post(client, fake)).status_code == 200

@@ -1,0 +1,188 @@
+"""Writing one chat answer: latency, resets, stalls (with heartbeats), errors, the prefill
+rules, and the completion or stream with its mid-answer faults."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import socket
+import struct
+import time
+from typing import Final
+
+from aiohttp import web
+
+from routing.fakeupstream import wire
+from routing.fakeupstream.behaviour import Behaviour, RequestRecord
+from routing.fakeupstream.journal import Journal
+
+STALL_MAX_S: Final = 300.0
+_LINGER_RST: Final = struct.pack("ii", 1, 0)
+
+
+def rejects_prefill(rec: RequestRecord) -> bool:
+    """The request carries an assistant prefill and the behaviour refuses it."""
+    return rec.prefill is not None and rec.behaviour.prefill == "reject"
+
+
+def answer_of(rec: RequestRecord) -> wire.Answer:
+    """The text this answer carries: the whole text, or only the continuation of an accepted
+    prefill (the full text minus as many characters as the prefill has)."""
+    b = rec.behaviour
+    n_chars = b.chunks * b.chunk_size
+    skip = len(rec.prefill) if rec.prefill is not None and b.prefill == "accept" else 0
+    return wire.Answer(n_chars, b.text, min(skip, n_chars), b.reasoning)
+
+
+def mid_point(b: Behaviour, n_chunks: int) -> int:
+    """How many content chunks go out before the ``mid`` action (all of them without one)."""
+    if not b.mid:
+        return n_chunks
+    return n_chunks // 2 if b.mid_at is None else min(b.mid_at, n_chunks)
+
+
+def _with_malformed(events: tuple[bytes, ...], at: int | None) -> tuple[bytes, ...]:
+    if at is None or at > len(events):
+        return events
+    return (*events[:at], wire.MALFORMED, *events[at:])
+
+
+async def stall(
+    resp: web.StreamResponse | None, rec: RequestRecord, heartbeat_ms: float = 0.0
+) -> web.StreamResponse:
+    """Write nothing (or only ``: ping`` comments every ``heartbeat_ms`` into an open stream)
+    until the client goes away, up to :data:`STALL_MAX_S`."""
+    if resp is None or not heartbeat_ms:
+        await asyncio.sleep(STALL_MAX_S)
+        return resp or wire.error(504, "fake upstream stalled", "server_error")
+    deadline = time.monotonic() + STALL_MAX_S
+    while (left := deadline - time.monotonic()) > 0:
+        await asyncio.sleep(min(heartbeat_ms / 1000, left))
+        await resp.write(wire.PING)
+        rec.pings_sent += 1
+    return resp
+
+
+def abort(request: web.Request, rec: RequestRecord) -> web.StreamResponse:
+    """Reset the connection (RST); aiohttp then fails quietly to write the returned answer."""
+    rec.aborted_at = time.monotonic()
+    transport = request.transport
+    if transport is not None:
+        with contextlib.suppress(OSError, AttributeError, TypeError):
+            sock = transport.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
+        transport.abort()
+    return web.Response(status=502)
+
+
+class Answerer:
+    """Writes the answer a :class:`RequestRecord`'s behaviour describes."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self._ids = itertools.count(1)
+
+    async def answer(
+        self, request: web.Request, rec: RequestRecord, usage: bool
+    ) -> web.StreamResponse:
+        b = rec.behaviour
+        if b.latency_ms:
+            await asyncio.sleep(b.latency_ms / 1000)
+        if b.reset == "before":
+            return abort(request, rec)
+        if b.stall == "before":
+            return await self._stall_before(request, rec)
+        if b.body is not None or not 200 <= b.status < 300:
+            return wire.error_answer(b)
+        if rejects_prefill(rec):
+            return wire.error(400, wire.PREFILL_REJECTED)
+        if rec.stream:
+            return await self._stream(request, rec, usage)
+        return await self._complete(request, rec)
+
+    async def _stall_before(self, request: web.Request, rec: RequestRecord) -> web.StreamResponse:
+        """No headers at all; with ``heartbeat_ms`` a stream's headers, then only pings."""
+        b = rec.behaviour
+        if not (rec.stream and b.heartbeat_ms):
+            return await stall(None, rec)
+        return await stall(await self._open_stream(request, b), rec, b.heartbeat_ms)
+
+    async def _complete(self, request: web.Request, rec: RequestRecord) -> web.StreamResponse:
+        b = rec.behaviour
+        rid = wire.request_id(next(self._ids))
+        body = wire.completion_body(rec.model, answer_of(rec)).replace(wire.ID, rid)
+        headers = wire.headers(b, "application/json")
+        if b.mid is None:
+            return web.Response(status=b.status, body=body, headers=headers)
+        resp = web.StreamResponse(status=b.status, headers=headers)
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        await resp.write(body[: len(body) // 2])
+        return await self._midway(request, resp, rec)
+
+    async def _open_stream(self, request: web.Request, b: Behaviour) -> web.StreamResponse:
+        headers = {**wire.headers(b, "text/event-stream"), "Cache-Control": "no-cache"}
+        resp = web.StreamResponse(status=b.status, headers=headers)
+        await resp.prepare(request)
+        return resp
+
+    async def _stream(
+        self, request: web.Request, rec: RequestRecord, usage: bool
+    ) -> web.StreamResponse:
+        b = rec.behaviour
+        events = wire.stream_events(rec.model, answer_of(rec), b.chunk_size, usage)
+        rid = wire.request_id(next(self._ids))
+        resp = await self._open_stream(request, b)
+        upto = mid_point(b, len(events.content))
+        malformed = None if b.malformed_at is None else min(b.malformed_at, len(events.content))
+        await self._send(resp, rec, events.content[:upto], rid, malformed)
+        if b.mid:
+            return await self._midway(request, resp, rec)
+        tail = (*events.tail, wire.DONE) if b.done == "yes" else events.tail
+        await resp.write(b"".join(tail).replace(wire.ID, rid))
+        if b.done == "hang":
+            return await stall(resp, rec)
+        await resp.write_eof()
+        return resp
+
+    async def _send(
+        self,
+        resp: web.StreamResponse,
+        rec: RequestRecord,
+        events: tuple[bytes, ...],
+        rid: bytes,
+        malformed: int | None,
+    ) -> None:
+        """Write the content ``events``, with the malformed event before event ``malformed``
+        (after the last one when it equals their number)."""
+        interval = rec.behaviour.chunk_interval_ms / 1000
+        if not interval:
+            await resp.write(b"".join(_with_malformed(events, malformed)).replace(wire.ID, rid))
+            rec.chunks_sent, rec.last_chunk_at = len(events), time.monotonic()
+            return
+        for i, event in enumerate(events):
+            if i:
+                await asyncio.sleep(interval)
+            if i == malformed:
+                await resp.write(wire.MALFORMED)
+            await resp.write(event.replace(wire.ID, rid))
+            rec.chunks_sent, rec.last_chunk_at = i + 1, time.monotonic()
+            self.journal.touch()
+        if malformed == len(events):
+            await resp.write(wire.MALFORMED)
+
+    async def _midway(
+        self, request: web.Request, resp: web.StreamResponse, rec: RequestRecord
+    ) -> web.StreamResponse:
+        action = rec.behaviour.mid
+        if action == "reset":
+            return abort(request, rec)
+        if action == "stall":
+            heartbeat = rec.behaviour.heartbeat_ms if rec.stream else 0.0
+            return await stall(resp, rec, heartbeat)
+        if rec.stream:
+            await resp.write_eof()
+        elif request.transport is not None:
+            request.transport.close()
+        return resp
