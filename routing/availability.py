@@ -31,7 +31,7 @@ from urllib.parse import urlencode
 import aiohttp
 import orjson
 
-from routing.loadgen import PROMPT, free_port, gateway_env, manage, spawned
+from routing.loadgen import PROMPT, fake_stats, free_port, gateway_env, manage, spawned
 
 OK: Final = "200"
 COOLING: Final = "503 all_targets_cooling_down"
@@ -181,11 +181,7 @@ class _Operator:
         return f"{slug}/avail-model", str(key["key"])
 
     async def fake_stats(self, *, reset: bool = False) -> dict[str, int]:
-        if reset:
-            async with self.session.post(f"{self.fake}/_fake/reset") as response:
-                response.raise_for_status()
-        async with self.session.get(f"{self.fake}/_fake/stats") as response:
-            return dict(await response.json())
+        return await fake_stats(self.session, self.fake, reset=reset)
 
 
 async def _scenarios(

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +43,18 @@ class RunResult:
     p99_ms: float
     ttfb_p50_ms: float
     cpu_ms_per_request: float | None = None
+    upstream_calls: int | None = None  # chat answers the fake upstream gave during the run
+    upstream_failed: int | None = None  # of which not a plain success
 
     @property
     def rps(self) -> float:
         return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def calls_per_request(self) -> float | None:
+        """Upstream calls per client request (answered or not), when they were counted."""
+        issued = self.requests + self.errors
+        return self.upstream_calls / issued if self.upstream_calls is not None and issued else None
 
 
 def free_port() -> int:
@@ -121,6 +129,7 @@ def percentile(values: list[float], fraction: float) -> float:
 def summarise(
     label: str, stream: bool, concurrency: int,
     measured: tuple[list[float], list[float], int, float], cpu: float | None,
+    upstream: Mapping[str, int] | None = None,
 ) -> RunResult:  # fmt: skip
     latencies, ttfbs, errors, seconds = measured
     count = len(latencies)
@@ -129,7 +138,20 @@ def summarise(
         percentile(latencies, 0.5), percentile(latencies, 0.99),
         statistics.median(ttfbs) * 1000 if ttfbs else 0.0,
         cpu * 1000 / count if cpu is not None and count else None,
+        upstream["chat"] if upstream else None, upstream["failed"] if upstream else None,
     )  # fmt: skip
+
+
+async def fake_stats(
+    session: aiohttp.ClientSession, fake_url: str, *, reset: bool = False
+) -> dict[str, int]:
+    """The fake upstream's counters (``/_fake/stats``); with ``reset``, zeroed first."""
+    if reset:
+        async with session.post(f"{fake_url}/_fake/reset") as response:
+            response.raise_for_status()
+    async with session.get(f"{fake_url}/_fake/stats") as response:
+        response.raise_for_status()
+        return dict(await response.json())
 
 
 def wait_for_port(port: int, timeout: float = 20.0) -> None:

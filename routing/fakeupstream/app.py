@@ -89,10 +89,15 @@ class FakeApp:
             return b
         return b if self._random.random() < b.error_rate else b.healthy()
 
-    def _record(self, request: web.Request, body: Any, b: Behaviour) -> RequestRecord:
+    def _record(
+        self, request: web.Request, body: Any, b: Behaviour, **fields: Any
+    ) -> RequestRecord:
+        """A new record, complete before other threads can see it in the journal."""
         recording = self.journal.recording
         headers = {k.lower(): v for k, v in request.headers.items()} if recording else {}
-        rec = RequestRecord(time.monotonic(), request.method, request.path, headers, body, b)
+        rec = RequestRecord(
+            time.monotonic(), request.method, request.path, headers, body, b, **fields
+        )
         self.journal.add(rec)
         return rec
 
@@ -103,9 +108,10 @@ class FakeApp:
             behaviour = self._draw(self._resolve(request, model))
         except ValueError as exc:
             return wire.error(400, str(exc), "fake_knob_error")
-        rec = self._record(request, payload, behaviour)
-        rec.model, rec.stream = model.partition("?")[0], payload.get("stream") is True
-        rec.prefill = wire.prefill_of(payload)
+        rec = self._record(
+            request, payload, behaviour, model=model.partition("?")[0],
+            stream=payload.get("stream") is True, prefill=wire.prefill_of(payload),
+        )  # fmt: skip
         failed = behaviour.fails or rejects_prefill(rec)
         self.journal.count(failed=failed, peer=_peer(request))
         try:

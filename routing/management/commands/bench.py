@@ -1,17 +1,29 @@
-"""``manage.py bench``: direct-vs-gateway latency, throughput and gateway CPU per request."""
+"""``manage.py bench``: direct-vs-gateway latency, throughput and gateway CPU per request, and
+what a fail-over costs.
+
+Three targets: ``direct`` (the fake upstream itself), ``gateway`` (``mock/demo-model`` through
+the gateway: one upstream call) and ``gateway-failover`` (seeddemo's ``demo-failover`` combo:
+its first target always answers 404 ``model_not_found``, which the gateway charges to the
+request without counting or locking anything, so every request calls the failing target and
+then the second one). The fake's ``/_fake/stats`` is read around each run, so the summary
+shows how many upstream calls each request really made.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from routing.loadgen import (
     RunResult,
+    fake_stats,
     free_port,
     gateway_env,
     manage,
@@ -23,6 +35,10 @@ from routing.loadgen import (
     summarise,
     temporary_data_dir,
 )
+from routing.management.commands.seeddemo import FAILOVER_COMBO
+
+GATEWAY, FAILOVER = "gateway", "gateway-failover"
+Target = tuple[str, str, dict[str, str]]  # URL, model, headers
 
 HEADER = (
     "| target | mode | conc | req/s | p50 ms | p99 ms | TTFB p50 ms | gw CPU ms/req | errors |\n"
@@ -37,6 +53,43 @@ def _row(r: RunResult) -> str:
         f"| {r.label} | {mode} | {r.concurrency} | {r.rps:.0f} | {r.p50_ms:.2f} | "
         f"{r.p99_ms:.2f} | {r.ttfb_p50_ms:.2f} | {cpu} | {r.errors} |"
     )
+
+
+def _mode(r: RunResult) -> str:
+    return f"{'stream' if r.stream else 'non-stream'} c={r.concurrency}"
+
+
+def _added_line(direct: RunResult, gateway: RunResult) -> str:
+    """What the gateway adds to a direct call."""
+    return (
+        f"{_mode(gateway)}: added p50 {gateway.p50_ms - direct.p50_ms:.2f} ms,"
+        f" added TTFB {gateway.ttfb_p50_ms - direct.ttfb_p50_ms:.2f} ms,"
+        f" gateway CPU {gateway.cpu_ms_per_request or 0:.2f} ms/request"
+    )
+
+
+def _failover_line(gateway: RunResult, failover: RunResult) -> str:
+    """What a fail-over adds to a plain gateway request, and how many upstream calls each
+    fail-over request made (2 when every request called both targets)."""
+    cpu = (failover.cpu_ms_per_request or 0) - (gateway.cpu_ms_per_request or 0)
+    calls = failover.calls_per_request
+    return (
+        f"failover {_mode(failover)}: added p50 {failover.p50_ms - gateway.p50_ms:.2f} ms,"
+        f" added TTFB {failover.ttfb_p50_ms - gateway.ttfb_p50_ms:.2f} ms,"
+        f" added gateway CPU {cpu:.2f} ms/request over the gateway row;"
+        f" upstream calls/request {calls or 0:.2f}"
+        f" ({failover.upstream_failed} of {failover.upstream_calls} calls failed)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """The processes under test and the bounds of each measured run."""
+
+    gw_pid: int
+    fake: str  # the fake upstream's base URL, for its /_fake control endpoints
+    duration: float
+    max_requests: int
 
 
 class Command(BaseCommand):
@@ -70,59 +123,74 @@ class Command(BaseCommand):
             "--chunks", str(options["chunks"]),
             "--chunk-interval-ms", str(options["chunk_interval_ms"]),
         )  # fmt: skip
-        key = seed_gateway(env, f"http://127.0.0.1:{fake_port}/v1")
+        fake = f"http://127.0.0.1:{fake_port}"
+        key = seed_gateway(env, f"{fake}/v1")
         with (
             spawned(fake_argv, env, fake_port),
             spawned(manage("serve", "--port", str(gw_port)), env, gw_port) as gateway,
         ):
-            targets = {
-                "direct": (f"http://127.0.0.1:{fake_port}/v1/chat/completions", "demo-model", {}),
-                "gateway": (
-                    f"http://127.0.0.1:{gw_port}/v1/chat/completions",
-                    "mock/demo-model",
-                    {"authorization": f"Bearer {key}"},
-                ),
+            gw_url, auth = f"http://127.0.0.1:{gw_port}/v1/chat/completions", f"Bearer {key}"
+            targets: dict[str, Target] = {
+                "direct": (f"{fake}/v1/chat/completions", "demo-model", {}),
+                GATEWAY: (gw_url, "mock/demo-model", {"authorization": auth}),
+                FAILOVER: (gw_url, FAILOVER_COMBO, {"authorization": auth}),
             }
-            results = asyncio.run(self._measure(targets, levels, gateway.pid, options))
+            setup = _Setup(gateway.pid, fake, options["duration"], options["max_requests"])
+            results = asyncio.run(self._measure(targets, levels, setup))
             return results, process_peak_rss_mib(gateway.pid)
 
     async def _measure(
-        self, targets: dict[str, Any], levels: list[int], gw_pid: int, options: dict[str, Any]
+        self, targets: dict[str, Target], levels: list[int], setup: _Setup
     ) -> list[RunResult]:
         results = []
-        for stream in (False, True):
-            for concurrency in levels:
-                for label, (url, model, headers) in targets.items():
-                    body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
-                    body["stream"] = stream
-                    await run_load(url, body, headers, concurrency=concurrency,
-                                   duration=0.5, max_requests=500)  # fmt: skip
-                    before = process_cpu_seconds(gw_pid)
-                    measured = await run_load(
-                        url, body, headers, concurrency=concurrency,
-                        duration=options["duration"], max_requests=options["max_requests"],
-                    )  # fmt: skip
-                    cpu = process_cpu_seconds(gw_pid) - before if label == "gateway" else None
-                    result = summarise(label, stream, concurrency, measured, cpu)
-                    self.stderr.write(_row(result))
-                    results.append(result)
+        async with aiohttp.ClientSession() as control:
+            for stream in (False, True):
+                for concurrency in levels:
+                    for label, target in targets.items():
+                        result = await self._measure_one(
+                            control, setup, label, target, stream, concurrency
+                        )
+                        self.stderr.write(_row(result))
+                        results.append(result)
         return results
+
+    async def _measure_one(
+        self, control: aiohttp.ClientSession, setup: _Setup, label: str, target: Target,
+        stream: bool, concurrency: int,
+    ) -> RunResult:  # fmt: skip
+        """A warm-up, then the measured run with the gateway's CPU and the fake's counters."""
+        url, model, headers = target
+        body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+        await run_load(url, body, headers, concurrency=concurrency,
+                       duration=0.5, max_requests=500)  # fmt: skip
+        await fake_stats(control, setup.fake, reset=True)
+        before = process_cpu_seconds(setup.gw_pid)
+        measured = await run_load(
+            url, body, headers, concurrency=concurrency,
+            duration=setup.duration, max_requests=setup.max_requests,
+        )  # fmt: skip
+        cpu = process_cpu_seconds(setup.gw_pid) - before if label.startswith(GATEWAY) else None
+        upstream = await fake_stats(control, setup.fake)
+        return summarise(label, stream, concurrency, measured, cpu, upstream)
 
     def _summary(self, results: list[RunResult], rss: float) -> str:
         lines = [f"Gateway peak RSS: {rss:.1f} MiB"]
-        pairs = {(r.stream, r.concurrency, r.label): r for r in results}
-        for stream in (False, True):
-            for concurrency in sorted({r.concurrency for r in results}):
-                direct = pairs.get((stream, concurrency, "direct"))
-                gateway = pairs.get((stream, concurrency, "gateway"))
-                if direct and gateway:
-                    mode = "stream" if stream else "non-stream"
-                    added = gateway.p50_ms - direct.p50_ms
-                    lines.append(
-                        f"{mode} c={concurrency}: added p50 {added:.2f} ms,"
-                        f" added TTFB {gateway.ttfb_p50_ms - direct.ttfb_p50_ms:.2f} ms,"
-                        f" gateway CPU {gateway.cpu_ms_per_request or 0:.2f} ms/request"
-                    )
+        runs = {(r.stream, r.concurrency, r.label): r for r in results}
+        keys = [(s, c) for s in (False, True) for c in sorted({r.concurrency for r in results})]
+        for stream, concurrency in keys:
+            direct, gateway = (
+                runs.get((stream, concurrency, "direct")),
+                runs.get((stream, concurrency, GATEWAY)),
+            )
+            if direct and gateway:
+                lines.append(_added_line(direct, gateway))
+        for stream, concurrency in keys:
+            gateway, failover = (
+                runs.get((stream, concurrency, GATEWAY)),
+                runs.get((stream, concurrency, FAILOVER)),
+            )
+            if gateway and failover:
+                lines.append(_failover_line(gateway, failover))
         return "\n".join(lines)
 
     def _record(self, table: str, summary: str, options: dict[str, Any]) -> None:

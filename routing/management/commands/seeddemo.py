@@ -1,9 +1,10 @@
-"""``manage.py seeddemo``: a connection to the fake upstream, a combo and a fresh demo key."""
+"""``manage.py seeddemo``: connections to the fake upstream, two combos and a fresh demo key."""
 
 from __future__ import annotations
 
 import shlex
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from django.core.management.base import BaseCommand, CommandParser
@@ -13,10 +14,27 @@ from routing.services import api_key_create, combo_save, connection_save
 
 DEMO_KEY_NAME = "demo"
 DEMO_MODELS = ["demo-model", "demo-fast"]
+FAILOVER_COMBO = "demo-failover"
+# The first target of the fail-over combo: a connection whose base URL carries the fake
+# upstream's scenario path ``/s/status=404``, so every call answers 404 model_not_found. The
+# gateway charges that to the request (nothing is counted or locked) and moves on to the next
+# target, so every request through the combo calls both. The connection serves only this
+# model: plain ``mock/demo-model`` routes never reach it.
+MISSING_MODEL = "demo-missing"
+
+
+def _scenario_url(url: str, knobs: str) -> str:
+    """``url`` with the fake upstream's scenario prefix ``/s/<knobs>`` before its path."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/s/{knobs}{parts.path}"))
 
 
 class Command(BaseCommand):
-    help = "Seed the demo: mock connections, a 'demo' combo and a new demo API key (printed)."
+    help = (
+        "Seed the demo: mock connections, a 'demo' combo, a 'demo-failover' combo whose first "
+        "target (connection 'demo-missing') always answers 404, and a new demo API key "
+        "(printed)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--upstream-url", default="http://127.0.0.1:8100/v1")
@@ -24,28 +42,42 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         provider = Provider.objects.get(slug="mock")
-        primary = self._connection(provider, "demo-primary", options["upstream_url"], 10)
-        self._connection(provider, "demo-backup", options["upstream_url"], 20)
-        combo = Combo.objects.filter(name="demo").first() or Combo(name="demo")
-        combo_save(
-            combo=combo,
-            fields={"description": "Demo combo over the fake upstream"},
-            targets=[{"provider": provider, "model": "demo-model", "connection": primary}],
+        url = options["upstream_url"]
+        primary = self._connection(provider, "demo-primary", url, 10)
+        self._connection(provider, "demo-backup", url, 20)
+        missing = self._connection(
+            provider, "demo-missing", _scenario_url(url, "status=404"), 30, [MISSING_MODEL]
+        )
+        answer = {"provider": provider, "connection": primary, "model": "demo-model"}
+        self._combo("demo", "Demo combo over the fake upstream", [answer])
+        self._combo(
+            FAILOVER_COMBO,
+            "Fail-over demo: the first target answers 404 model_not_found, the second answers",
+            [{"provider": provider, "connection": missing, "model": MISSING_MODEL}, answer],
         )
         ClientApiKey.objects.filter(name=DEMO_KEY_NAME).delete()
         _, plaintext = api_key_create(name=DEMO_KEY_NAME, scopes=["manage"])
         self._announce(plaintext, options["gateway_url"])
 
     def _connection(
-        self, provider: Provider, name: str, url: str, priority: int
+        self,
+        provider: Provider,
+        name: str,
+        url: str,
+        priority: int,
+        models: list[str] = DEMO_MODELS,
     ) -> ProviderConnection:
         connection = ProviderConnection.objects.filter(provider=provider, name=name).first()
-        fields = {"base_url": url, "priority": priority, "served_models": DEMO_MODELS}
+        fields = {"base_url": url, "priority": priority, "served_models": models}
         return connection_save(
             connection=connection or ProviderConnection(provider=provider, name=name),
             fields=fields,
             secret="demo-upstream-secret",
         )
+
+    def _combo(self, name: str, description: str, targets: list[dict[str, Any]]) -> None:
+        combo = Combo.objects.filter(name=name).first() or Combo(name=name)
+        combo_save(combo=combo, fields={"description": description}, targets=targets)
 
     def _announce(self, plaintext: str, gateway: str) -> None:
         body = {
