@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from resilience.domain.attempt_policy import Decision, Failure, Step, decide
+from resilience.domain.attempt_policy import AttemptPolicy, Decision, Failure, Step, decide
 from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from resilience.domain.breaker import Permit
 from resilience.domain.connection_state import ConnectionState
@@ -38,7 +38,7 @@ from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target
 from routing.payload import encode_for_target
-from routing.upstream import Upstream, UpstreamReply
+from routing.upstream import NO_LIMITS, AttemptLimits, Upstream, UpstreamReply
 
 # Indirections so tests can run the policy's waits and the deadline on a fake clock.
 now: Callable[[], float] = time.monotonic
@@ -84,6 +84,10 @@ class AttemptContext:
     stopped: bool = False  # the policy returned a failure to the client
     deadline_at: float = math.inf  # monotonic; ``attempts.deadlineMs`` or the client's header
     deadline_hit: bool = False
+    policy: AttemptPolicy = field(default_factory=AttemptPolicy)  # the combo's, or the global
+
+    def __post_init__(self) -> None:
+        self.policy = self.snapshot.attempt_policy(self.plan.combo)
 
     @property
     def last_outcome(self) -> Outcome | None:
@@ -107,6 +111,21 @@ class AttemptContext:
         if self.remaining() <= 0:
             self.deadline_hit = True
         return self.deadline_hit
+
+
+def limits_for(target: Target, context: AttemptContext) -> tuple[AttemptLimits, float]:
+    """A stream attempt's limits and its time-to-first-token limit in seconds: the model's
+    catalog entry, else the combo's or the global attempt settings. A plain answer has no
+    first token: it keeps the transport's read timeout (``OMNIROUTE_UPSTREAM_READ_TIMEOUT``)."""
+    if not context.stream:  # bounded by the transport's read timeout and the deadline
+        return NO_LIMITS, math.inf
+    policy = context.policy
+    entry = context.snapshot.catalog_entry(target.provider.slug, target.model)
+    idle_ms = (entry and entry.stream_idle_ms) or policy.stream_idle_ms
+    watchdog = context.snapshot.stream_recovery.watchdog
+    first_token_ms = (entry and entry.time_to_first_token_ms) or policy.time_to_first_token_ms
+    limits = AttemptLimits(idle_ms / 1000, watchdog if watchdog.enabled else None)
+    return limits, first_token_ms / 1000
 
 
 class EligibilityFilter(Protocol):
@@ -156,7 +175,7 @@ class AttemptLoop:
         for index, target in enumerate(targets):
             if context.out_of_time():
                 return AttemptResult()
-            if await self._excluded(target, context):
+            if await self.excluded(target, context):
                 continue
             result = await self._try_target(target, context, payload, index < len(targets) - 1)
             if result.reply is not None or context.stopped:
@@ -171,7 +190,7 @@ class AttemptLoop:
     ) -> AttemptResult:
         """One target: an attempt, then the policy's retries of it."""
         while True:
-            result = await self._attempt(target, context, payload)
+            result = await self.attempt(target, context, payload)
             if result.reply is not None:
                 return result
             decision = self._decide(target, context, others)
@@ -183,7 +202,7 @@ class AttemptLoop:
             context.count_retry(target)
             if decision.wait_seconds > 0:
                 await pause(decision.wait_seconds)
-            if context.out_of_time() or await self._excluded(target, context):
+            if context.out_of_time() or await self.excluded(target, context):
                 return result
 
     def _decide(self, target: Target, context: AttemptContext, others: bool) -> Decision:
@@ -196,20 +215,29 @@ class AttemptLoop:
         )  # fmt: skip
         failure = Failure(verdict.fail_over, verdict.transient, connection_level, verdict.hint_ms)
         return decide(
-            failure, context.snapshot.attempts, retries_used=context.retries_of(target),
+            failure, context.policy, retries_used=context.retries_of(target),
             others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),
         )  # fmt: skip
 
-    async def _attempt(
+    async def attempt(
         self, target: Target, context: AttemptContext, payload: dict[str, object]
     ) -> AttemptResult:
+        """One attempt on ``target``, recorded; a stream is read up to its first token within
+        the time-to-first-token limit, and everything within the request's deadline."""
         body = encode_for_target(payload, target)
+        limits, first_token = limits_for(target, context)
+        budget = context.remaining()
         try:
-            async with asyncio.timeout(context.remaining()):
-                outcome, reply = await self.upstream.send(target, body, stream=context.stream)
-        except TimeoutError:  # the request's deadline ran out during this attempt
-            context.deadline_hit = True
-            outcome, reply = Outcome(OutcomeKind.TIMEOUT, detail="request deadline"), None
+            async with asyncio.timeout(min(budget, first_token)):
+                outcome, reply = await self.upstream.send(
+                    target, body, stream=context.stream, limits=limits
+                )
+        except TimeoutError:
+            if context.out_of_time():  # the request's deadline ran out during this attempt
+                outcome = Outcome(OutcomeKind.TIMEOUT, detail="request deadline")
+            else:
+                outcome = Outcome(OutcomeKind.TIMEOUT, detail="time to first token")
+            reply = None
         try:
             if self.restate is not None:
                 outcome = self.restate(target, outcome, context)
@@ -227,13 +255,13 @@ class AttemptLoop:
         """Decision 14: a transient failure with no other target left that answered is retried
         (if its retries are not spent already)."""
         verdict = context.verdict(target)
-        allowed = context.snapshot.attempts.retries_per_target
+        allowed = context.policy.retries_per_target
         if verdict is None or not verdict.transient or context.retries_of(target) >= allowed:
             return AttemptResult()
-        if context.out_of_time() or await self._excluded(target, context):
+        if context.out_of_time() or await self.excluded(target, context):
             return AttemptResult()
         context.count_retry(target)
-        return await self._attempt(target, context, payload)
+        return await self.attempt(target, context, payload)
 
     async def _panic(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Decision 15: every target excluded by self-set timers only → one attempt anyway, on
@@ -244,12 +272,12 @@ class AttemptLoop:
         if not all(e.panic_overridable for e in exclusions):
             return AttemptResult()
         first = min(exclusions, key=lambda e: e.retry_after_seconds or 0.0)
-        if await self._excluded(first.target, context, panic=True):
+        if await self.excluded(first.target, context, panic=True):
             return AttemptResult()
         context.panic = True
-        return await self._attempt(first.target, context, payload)
+        return await self.attempt(first.target, context, payload)
 
-    async def _excluded(
+    async def excluded(
         self, target: Target, context: AttemptContext, *, panic: bool = False
     ) -> bool:
         for check in self.filters:
@@ -260,6 +288,13 @@ class AttemptLoop:
                 context.exclusions.append(exclusion)
             return True
         return False
+
+    async def record_failure(
+        self, target: Target, outcome: Outcome, context: AttemptContext
+    ) -> None:
+        """Record a failure found after the attempt answered (a stream that broke)."""
+        context.attempts.append((target, outcome))
+        await self._record(target, outcome, context)
 
     async def _record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
         for recorder in self.recorders:

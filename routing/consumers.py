@@ -19,7 +19,7 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from resilience.domain.attempt_policy import deadline_ms
+from resilience.domain.attempt_policy import AttemptPolicy, deadline_ms
 from resilience.services.housekeeping import resilience_ready
 from resilience.state import get_store
 from resilience.store import StateStore
@@ -33,7 +33,8 @@ from routing.domain.planning import plan_route
 from routing.guards import default_filters, default_recorders
 from routing.guards.restatement import restate
 from routing.payload import parse_chat_request
-from routing.relay import failure_response, reply_headers, stream_error_event
+from routing.recovery import StreamRelay
+from routing.relay import failure_response, reply_headers
 from routing.snapshot import current_snapshot
 from routing.upstream import Upstream
 
@@ -190,43 +191,48 @@ class ChatCompletionsConsumer(ProxyConsumer):
         stream = bool(payload.get("stream", False))
         await resilience_ready(self.store)
         context = AttemptContext(self.request_id, key, plan, stream, snapshot)
-        context.deadline_at = attempts.now() + self._deadline_ms(snapshot) / 1000
+        context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
         await self.race_disconnect(self._attempt_and_relay(context, payload))
 
-    def _deadline_ms(self, snapshot: ConfigSnapshot) -> int:
+    def _deadline_ms(self, policy: AttemptPolicy) -> int:
         header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)
         try:
-            return deadline_ms(snapshot.attempts, header)
+            return deadline_ms(policy, header)
         except ValueError as error:
             raise GatewayError(400, "invalid_deadline", str(error)) from error
 
     async def _attempt_and_relay(self, context: AttemptContext, payload: dict[str, Any]) -> None:
-        result = await attempt_loop(self.upstream, self.store).run(context, payload)
+        loop = attempt_loop(self.upstream, self.store)
+        result = await loop.run(context, payload)
         if result.reply is None:
             status, body, headers = failure_response(context)
             await self.send_response(status, body, headers=headers + self.base_headers())
             return
         try:
-            await self._relay(context, result)
+            await self._relay(loop, context, payload, result)
         finally:
             await result.reply.aclose()
 
-    async def _relay(self, context: AttemptContext, result: AttemptResult) -> None:
+    async def _relay(
+        self,
+        loop: AttemptLoop,
+        context: AttemptContext,
+        payload: dict[str, Any],
+        result: AttemptResult,
+    ) -> None:
         reply = result.reply
         assert reply is not None and result.target is not None
         headers = reply_headers(context, result.target, reply) + self.base_headers()
         await self.send_headers(status=reply.status, headers=headers)
-        if reply.chunks is None:
+        if reply.stream is None:
             await self.send_body(reply.body)
             return
         await self.send_body(reply.body, more_body=True)
-        try:
-            async for chunk in reply.chunks:
-                await self.send_body(chunk, more_body=True)
-        except Exception as exc:  # the upstream broke mid-stream: tell the client, end cleanly
-            logger.warning("request %s: upstream stream broke: %r", self.request_id, exc)
-            await self.send_body(stream_error_event(exc), more_body=True)
+        await StreamRelay(loop, context, payload, self._send_part).run(result.target, reply)
         await self.send_body(b"")
+
+    async def _send_part(self, part: bytes) -> None:
+        await self.send_body(part, more_body=True)
 
 
 class ModelsConsumer(ProxyConsumer):

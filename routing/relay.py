@@ -42,7 +42,7 @@ def reply_headers(context: AttemptContext, target: Target, reply: UpstreamReply)
         (b"content-type", reply.content_type.encode()),
         (b"x-omniroute-decision", decision_header(context, target)),
     ]
-    if reply.chunks is None:
+    if reply.stream is None:
         headers.append((b"content-length", str(len(reply.body)).encode()))
     else:
         headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -177,13 +177,3 @@ def _diagnostics(context: AttemptContext, reason: str, recovery: dict[str, Any])
         "poolSize": len(excluded), "attempted": 0, "excluded": excluded, "attemptOrder": [],
         "terminalReason": reason, "recovery": recovery,
     }  # fmt: skip
-
-
-def stream_error_event(exc: BaseException) -> bytes:
-    """A final SSE event telling a streaming client that the upstream broke mid-stream."""
-    error = {
-        "message": f"The upstream stream ended unexpectedly ({type(exc).__name__}).",
-        "type": "upstream_error",
-        "code": "upstream_stream_interrupted",
-    }
-    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"

@@ -9,6 +9,11 @@ A 2xx the client could not use is a failed attempt (a 502 the loop fails over on
 success: a plain answer that is not a JSON object or is larger than
 ``MAX_UPSTREAM_BODY_BYTES`` (read incrementally, never past the cap), and a stream answer
 labelled JSON/HTML or whose first bytes do not start like server-sent events.
+
+A stream is read up to its first token before the attempt counts as answered
+(``routing.streams``): a stream that breaks, stalls or says nothing before then is a failed
+attempt the loop can still fail over from. ``attempts.streamIdleMs`` is the transport's read
+timeout; a pooled connection whose answer was not read to its end is closed, never reused.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ import orjson
 from django.conf import settings
 from httpx_aiohttp import AiohttpTransport
 
+from resilience.domain.stream_recovery import WatchdogSettings
 from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.planning import Target
+from routing.domain.throughput import ThroughputWatchdog
 from routing.domain.vocabulary import WireFormat
+from routing.streams import StreamBroken, UpstreamStream
 
 ERROR_BODY_LIMIT_BYTES = 64 * 1024
 RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remaining-requests")
@@ -82,15 +90,28 @@ def build_transport(proxy_url: str = "") -> httpx.AsyncBaseTransport:
     return AiohttpTransport(limits=limits, trust_env=False, proxy=proxy)
 
 
+@dataclass(frozen=True, slots=True)
+class AttemptLimits:
+    """One attempt's limits: the transport's idle (read) timeout and the stream watchdog. The
+    time-to-first-token limit is the attempt loop's: it bounds the whole pre-commit phase."""
+
+    idle_seconds: float | None = None  # None: ``OMNIROUTE_UPSTREAM_READ_TIMEOUT``
+    watchdog: WatchdogSettings | None = None  # only when enabled
+
+
+NO_LIMITS = AttemptLimits()
+
+
 @dataclass(slots=True)
 class UpstreamReply:
-    """A successful upstream answer, not yet relayed: the whole body, or a stream."""
+    """A successful upstream answer, not yet relayed: the whole body, or a stream whose
+    ``body`` is its head (everything up to the first token)."""
 
     status: int
     content_type: str
     body: bytes
     response: httpx.Response | None = None
-    chunks: AsyncIterator[bytes] | None = None
+    stream: UpstreamStream | None = None
 
     async def aclose(self) -> None:
         if self.response is not None:
@@ -113,7 +134,7 @@ def _upstream_headers(target: Target, stream: bool) -> dict[str, str]:
     return headers
 
 
-def _classify_transport_error(exc: Exception) -> OutcomeKind:
+def classify_transport_error(exc: Exception) -> OutcomeKind:
     # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; look at the cause.
     cause = exc.__cause__
     if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
@@ -141,6 +162,7 @@ class Upstream:
             tuple[asyncio.AbstractEventLoop, str, str], httpx.AsyncBaseTransport
         ] = {}
         self.timeout = default_timeout()
+        self._timeouts: dict[float, dict[str, float]] = {}
 
     def transport(self, provider: str = "", proxy_url: str = "") -> httpx.AsyncBaseTransport:
         """The pool for this provider and proxy: one provider's streams can never exhaust the
@@ -153,8 +175,21 @@ class Upstream:
             transport = self._transports[key] = build_transport(proxy_url)
         return transport
 
+    def _timeout(self, idle_seconds: float | None) -> dict[str, float]:
+        if idle_seconds is None or idle_seconds == self.timeout["read"]:
+            return self.timeout
+        timeout = self._timeouts.get(idle_seconds)
+        if timeout is None:
+            timeout = self._timeouts[idle_seconds] = {**self.timeout, "read": idle_seconds}
+        return timeout
+
     async def send(
-        self, target: Target, payload: bytes, *, stream: bool
+        self,
+        target: Target,
+        payload: bytes,
+        *,
+        stream: bool,
+        limits: AttemptLimits = NO_LIMITS,
     ) -> tuple[Outcome, UpstreamReply | None]:
         """One attempt; the reply is set only on success and the caller must close it."""
         started = time.monotonic()
@@ -163,19 +198,19 @@ class Upstream:
             f"{target.connection.base_url}/chat/completions",
             content=payload,
             headers=_upstream_headers(target, stream),
-            extensions={"timeout": self.timeout},
+            extensions={"timeout": self._timeout(limits.idle_seconds)},
         )
         response: httpx.Response | None = None
         try:
             transport = self.transport(target.provider.slug, target.connection.proxy_url)
             response = await transport.handle_async_request(request)
             response.request = request
-            return await _read(response, stream, started)
+            return await _read(response, stream, started, limits, target.label)
         except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
             # aiohttp errors the transport does not translate (a malformed reply) count too.
             if response is not None:
                 await response.aclose()
-            return _failure(_classify_transport_error(exc), type(exc).__name__, started), None
+            return _failure(classify_transport_error(exc), type(exc).__name__, started), None
         except BaseException:
             if response is not None:
                 await response.aclose()
@@ -191,7 +226,7 @@ def _failure(kind: OutcomeKind, detail: str, started: float) -> Outcome:
 
 
 async def _read(
-    response: httpx.Response, stream: bool, started: float
+    response: httpx.Response, stream: bool, started: float, limits: AttemptLimits, label: str
 ) -> tuple[Outcome, UpstreamReply | None]:
     content_type = response.headers.get("content-type", "application/json")
     if not 200 <= response.status_code < 300:  # a redirect is no answer either
@@ -215,13 +250,20 @@ async def _read(
         if _not_a_stream(response.headers.get("content-type", "")):
             await response.aclose()
             return _garbage(MALFORMED_STREAM, started), None
-        # Wait for the first chunk before committing: a failure before it can still fail over.
+        # Read up to the first token before committing: a failure before it can still fail over.
         chunks = _raw_chunks(response)
         first = await _sse_head(chunks)
         if first is None:
             await response.aclose()
             return _garbage(MALFORMED_STREAM, started), None
-        reply = UpstreamReply(response.status_code, content_type, first, response, chunks)
+        watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
+        events = UpstreamStream(first.removeprefix(_BOM), chunks, watchdog, label)
+        try:
+            head = await events.head()
+        except StreamBroken as broken:
+            await response.aclose()
+            return broken.outcome(_elapsed_ms(started)), None
+        reply = UpstreamReply(response.status_code, content_type, head, response, events)
     outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
     return outcome, reply
 

@@ -63,3 +63,32 @@ def test_silent_targets_and_a_two_second_deadline_answer_504_in_time(
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "request_deadline_exceeded"
     assert elapsed < 3.0
+
+
+def test_a_500_once_is_retried_on_the_same_target_which_answers(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, {}, {})
+    fake.script({"status": 500})
+
+    response = ask(gateway, route.key, route.model())
+
+    assert response.status_code == 200
+    assert len(records(fake, route, 1)) == 2
+    assert records(fake, route, 2) == []
+    assert f"connection={route.connections[0]}" in response.headers["x-omniroute-decision"]
+
+
+def test_a_429_without_a_hint_every_time_is_tried_twice_then_the_next_target_answers(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, {"status": 429}, {})
+    started = time.monotonic()
+
+    response = ask(gateway, route.key, route.model())
+
+    assert response.status_code == 200
+    first = records(fake, route, 1)
+    assert len(first) <= 2
+    assert first[-1].at - started < 3.0
+    assert len(records(fake, route, 2)) == 1

@@ -44,7 +44,11 @@ BACKUP_SECRET = "sk-upstream-BACKUP-0987654321"
 FRESH_SECRET = "sk-upstream-FRESH-1122334455"
 RECEIVE_TIMEOUT_SECONDS = 2  # the query guard test waits it out
 SSE = {"content-type": "text/event-stream"}
-CHUNKS = [b'data: {"n": 1}\n\n', b'data: {"n": 2}\n\n', b"data: [DONE]\n\n"]
+CHUNKS = [  # each chunk carries a token: the relay holds nothing back after the first
+    b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n',
+    b'data: {"choices": [{"index": 0, "delta": {"content": "b"}, "finish_reason": "stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
 
 
 # --- upstream behaviours (FakeUpstream, unread and friends: tests/routing/harness.py) -------

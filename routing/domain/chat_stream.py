@@ -1,0 +1,158 @@
+"""What a Chat Completions stream has told the client so far (pure).
+
+The relay reads each upstream event through :class:`ChatStream`, which says what kind of event it
+is and keeps what recovery needs after a cut: the assistant text already sent, whether the
+answer finished, whether usage came, and whether a continuation could be stitched on at all
+(a single choice and no tool call in flight). The helpers below build the events of a
+continuation so that the client sees one stream: the first stream's ``id`` and ``model``, no
+second ``role`` delta, and, after a regeneration, only the text the client does not have yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import orjson
+
+from routing.domain.sse import SseEvent
+
+
+class Kind(Enum):
+    """An event's role in the stream."""
+
+    PREAMBLE = "preamble"  # a role-only or empty delta, a comment or heartbeat
+    TOKEN = "token"  # any delta the client reads: text, reasoning, a tool call, a refusal
+    USAGE = "usage"  # a usage block without choices
+    DONE = "done"  # data: [DONE]
+    MALFORMED = "malformed"  # data that is not a JSON object
+    ERROR = "error"  # an in-band error object from the upstream
+
+
+_ENVELOPE = ("id", "object", "created", "model")
+_TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "refusal", "text")
+_STOP_CONTINUATION = ("tool_calls", "function_call", "refusal")
+
+
+@dataclass(slots=True)
+class ChatStream:
+    """The state of one client's stream, across every upstream segment that fed it."""
+
+    text: list[str] = field(default_factory=list)  # assistant content sent, in order
+    finished: bool = False  # a choice carried ``finish_reason``
+    usage: bool = False
+    continuable: bool = True  # one choice, no tool call, no refusal: a suffix can be stitched
+    reasoning: bool = False  # reasoning deltas were sent
+    envelope: dict[str, Any] | None = None  # id / object / created / model of the first chunk
+
+    @property
+    def sent_text(self) -> str:
+        return "".join(self.text)
+
+    def observe(self, event: SseEvent) -> tuple[Kind, dict[str, Any] | None]:
+        """Classify ``event`` and record what it sends; returns its kind and parsed payload."""
+        data = event.data
+        if data is None:
+            return Kind.PREAMBLE, None
+        if data == b"[DONE]":
+            return Kind.DONE, None
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return Kind.MALFORMED, None
+        if not isinstance(payload, dict):
+            return Kind.MALFORMED, None
+        if "error" in payload:
+            return Kind.ERROR, payload
+        if self.envelope is None and "id" in payload:
+            self.envelope = {
+                k: payload[k] for k in ("id", "object", "created", "model") if k in payload
+            }
+        return self._read_choices(payload), payload
+
+    def _read_choices(self, payload: dict[str, Any]) -> Kind:
+        kind = Kind.PREAMBLE
+        if payload.get("usage"):
+            self.usage = True
+            kind = Kind.USAGE
+        choices = payload.get("choices")
+        if not isinstance(choices, list):
+            return kind
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("index", 0) != 0:
+                self.continuable = False
+            if choice.get("finish_reason"):
+                self.finished = True
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and delta and self._read_delta(delta):
+                kind = Kind.TOKEN
+        return kind
+
+    def _read_delta(self, delta: dict[str, Any]) -> bool:
+        token = False
+        for name in _TOKEN_FIELDS:
+            value = delta.get(name)
+            if isinstance(value, str) and value:
+                token = True
+                if name == "content":
+                    self.text.append(value)
+                elif name.startswith("reasoning"):
+                    self.reasoning = True
+        for name in _STOP_CONTINUATION:
+            if delta.get(name):
+                token, self.continuable = True, False
+        return token
+
+
+def content_of(payload: dict[str, Any] | None) -> str:
+    """The assistant text one chunk carries (first choice)."""
+    if not payload:
+        return ""
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta")
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
+
+
+def continuation_event(
+    payload: dict[str, Any], envelope: dict[str, Any] | None, *, skip: int = 0
+) -> bytes | None:
+    """A continuation chunk as the client's stream carries it: the first stream's envelope, no
+    ``role`` and no reasoning, and the first ``skip`` characters of its text dropped (they
+    duplicate what the client has). ``None`` when nothing is left to send."""
+    chunk = {**payload, **(envelope or {})}
+    choices = []
+    for choice in chunk.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        delta = dict(choice.get("delta") or {})
+        for name in ("role", "reasoning_content", "reasoning"):
+            delta.pop(name, None)
+        content = delta.get("content")
+        if skip and isinstance(content, str):
+            delta["content"] = content[skip:]
+            if not delta["content"]:
+                del delta["content"]
+        if delta or choice.get("finish_reason"):
+            choices.append({**choice, "delta": delta})
+    if not choices and not chunk.get("usage"):
+        return None
+    chunk["choices"] = choices
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def with_prefill(payload: dict[str, Any], text: str) -> dict[str, Any]:
+    """The request again, with the text already sent as an assistant message to continue."""
+    messages = [*payload["messages"], {"role": "assistant", "content": text}]
+    return {**payload, "messages": messages}
+
+
+def error_event(message: str, code: str) -> bytes:
+    """An in-band error event ending a Chat Completions stream (never followed by [DONE])."""
+    error = {"message": message, "type": "upstream_error", "code": code}
+    return b"data: " + orjson.dumps({"error": error}) + b"\n\n"

@@ -1,0 +1,211 @@
+"""After commit: the client's stream is finished, or ended honestly, never duplicated or cut
+silently (spec decision 22).
+
+:class:`StreamRelay` sends a committed stream to the client. When the upstream breaks or stalls
+before the answer finished, the broken attempt is recorded as a failure and the next target
+(the same one again when no other is left) is asked to finish the answer:
+
+1. a model whose catalog entry accepts an assistant prefill gets the original messages plus an
+   assistant message holding the text already sent, and only its continuation is relayed;
+2. any other model (``no`` or ``unknown``) regenerates from the original request; when the
+   regenerated text begins with exactly what the client has, only the rest is relayed (the text
+   before that point is held back, never sent twice); when it differs, the next target is tried;
+3. when no target can finish it (or ``streamRecovery.continueMidStream`` is off, or the answer
+   carried a tool call or several choices), the stream ends with an in-band error event carrying
+   the original failure, and no ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import aiohttp
+import httpx
+
+from routing.attempts import AttemptContext, AttemptLoop
+from routing.domain.chat_stream import (
+    Kind,
+    content_of,
+    continuation_event,
+    error_event,
+    with_prefill,
+)
+from routing.domain.planning import Target
+from routing.domain.sse import SseEvent
+from routing.domain.vocabulary import Prefill
+from routing.streams import StreamBroken, Transform, UpstreamStream, forward
+from routing.upstream import UpstreamReply, classify_transport_error
+
+logger = logging.getLogger(__name__)
+
+INTERRUPTED = "upstream_stream_interrupted"
+Send = Callable[[bytes], Awaitable[None]]
+
+
+class Diverged(Exception):
+    """A regenerated answer does not begin with the text the client already has."""
+
+
+class Continuation:
+    """The events of a continuation, rewritten into the client's stream; keeps the text sent."""
+
+    def __init__(self, envelope: dict[str, Any] | None) -> None:
+        self.envelope = envelope
+        self.sent: list[str] = []
+
+    def __call__(self, event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes | None:
+        if payload is None:
+            return event.raw if kind is Kind.DONE else None
+        return self._emit(payload, 0)
+
+    def _emit(self, payload: dict[str, Any], skip: int) -> bytes | None:
+        text = content_of(payload)[skip:]
+        if text:
+            self.sent.append(text)
+        return continuation_event(payload, self.envelope, skip=skip)
+
+
+class Splice(Continuation):
+    """A regeneration: held back until it has repeated ``prefix`` exactly, then relayed."""
+
+    def __init__(self, prefix: str, envelope: dict[str, Any] | None) -> None:
+        super().__init__(envelope)
+        self.prefix = prefix
+        self.matched = 0
+
+    def __call__(self, event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes | None:
+        need = len(self.prefix) - self.matched
+        if need <= 0:
+            return super().__call__(event, kind, payload)
+        if payload is None:
+            if kind is Kind.DONE:
+                raise Diverged("the regenerated answer ended before the text already sent")
+            return None
+        text = content_of(payload)
+        if not self.prefix.startswith(text[:need], self.matched):
+            raise Diverged("the regenerated answer differs from the text already sent")
+        self.matched += min(len(text), need)
+        if len(text) > need:
+            return self._emit(payload, need)
+        if _finishes(payload):
+            raise Diverged("the regenerated answer ended before the text already sent")
+        return None
+
+
+def _finishes(payload: dict[str, Any]) -> bool:
+    choices = payload.get("choices") or ()
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+
+
+class StreamRelay:
+    """Relays one committed stream to the client, through every segment that finishes it."""
+
+    def __init__(
+        self, loop: AttemptLoop, context: AttemptContext, payload: dict[str, Any], send: Send
+    ) -> None:
+        self.loop, self.context, self.payload, self.send = loop, context, payload, send
+        self.told: list[str] = []  # the assistant text the client has
+        self.envelope: dict[str, Any] | None = None  # id, model... of the first stream
+
+    async def run(self, target: Target, reply: UpstreamReply) -> None:
+        """Relay ``reply`` (whose head the client has already been sent) to its end."""
+        stream = reply.stream
+        assert stream is not None
+        self.envelope = stream.state.envelope
+        transform: Transform = forward
+        candidates: Iterator[Target] | None = None
+        first_failure: StreamBroken | None = None
+        while True:
+            try:
+                async for part in stream.relay(transform):
+                    await self.send(part)
+                return
+            except StreamBroken as broken:
+                failure = broken
+            except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
+                failure = StreamBroken(classify_transport_error(exc), type(exc).__name__)
+            except Diverged as diverged:  # nothing of this segment reached the client
+                logger.info("request %s: %s", self.context.request_id, diverged)
+                failure = None
+            finally:
+                await reply.aclose()
+            if failure is not None:
+                logger.warning(
+                    "request %s: upstream stream broke after commit (%s on %s)",
+                    self.context.request_id, failure.detail, target.label,
+                )  # fmt: skip
+                await self.loop.record_failure(target, failure.outcome(), self.context)
+                first_failure = first_failure or failure
+                self._count(stream, transform)
+                if not self._continuable(stream):
+                    break
+            if candidates is None:
+                candidates = self._candidates(target)
+            found = await self._next(candidates)
+            if found is None:
+                break
+            target, reply, transform = found
+            stream = reply.stream
+            assert stream is not None
+        await self.send(self._error(first_failure))
+
+    def _count(self, stream: UpstreamStream, transform: Transform) -> None:
+        """Add what the broken segment sent to the text the client has."""
+        if isinstance(transform, Continuation):
+            self.told += transform.sent
+        else:
+            self.told += stream.state.text
+
+    def _continuable(self, stream: UpstreamStream) -> bool:
+        recovery = self.context.snapshot.stream_recovery
+        return recovery.continue_mid_stream and stream.state.continuable
+
+    def _candidates(self, failed: Target) -> Iterator[Target]:
+        """The targets after the one that broke; that one again when none is left."""
+        targets = self.context.plan.targets
+        index = next((i for i, t in enumerate(targets) if t is failed), len(targets))
+        later = targets[index + 1 :]
+        return iter(later or (failed,))
+
+    async def _next(
+        self, candidates: Iterator[Target]
+    ) -> tuple[Target, UpstreamReply, Transform] | None:
+        """The next target that answers, with the transform that splices it in."""
+        text = "".join(self.told)
+        for target in candidates:
+            context = self.context
+            if context.out_of_time() or await self.loop.excluded(target, context):
+                continue
+            prefill = self._accepts_prefill(target)
+            body = with_prefill(self.payload, text) if prefill and text else self.payload
+            result = await self.loop.attempt(target, context, body)
+            reply = result.reply
+            if reply is None or reply.stream is None:
+                continue
+            transform: Continuation = (
+                Continuation(self.envelope) if prefill or not text else Splice(text, self.envelope)
+            )
+            try:
+                head = [p for o in reply.stream.head_events if (p := transform(*o)) is not None]
+            except Diverged as diverged:
+                logger.info("request %s: %s", context.request_id, diverged)
+                await reply.aclose()
+                continue
+            if head:
+                await self.send(b"".join(head))
+            return target, reply, transform
+        return None
+
+    def _accepts_prefill(self, target: Target) -> bool:
+        entry = self.context.snapshot.catalog_entry(target.provider.slug, target.model)
+        return entry is not None and entry.accepts_prefill == Prefill.YES
+
+    def _error(self, failure: StreamBroken | None) -> bytes:
+        detail = failure.detail if failure is not None else "no target could finish the answer"
+        message = (
+            f"The upstream stream broke after the answer began ({detail}), "
+            "and no target could finish it."
+        )
+        return error_event(message, INTERRUPTED)

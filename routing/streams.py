@@ -1,0 +1,164 @@
+"""One upstream stream, read event by event: held back until its first token, then relayed.
+
+Before commit (:meth:`UpstreamStream.head`) the stream is read until its first token: role-only
+deltas and heartbeats are held back, so a stream that never says anything fails over like a
+silent upstream (the attempt's time-to-first-token limit bounds this phase). After commit
+(:meth:`UpstreamStream.relay`) events go to the client as they come, with these rules:
+
+* a malformed event (data that is not a JSON object) is dropped and logged; the stream goes on;
+* a body that ends after the answer finished but without ``data: [DONE]`` ends the client's
+  stream at once with a ``[DONE]`` of the gateway's; one that stays open after the finish and
+  the usage block (or ``FINISH_GRACE_SECONDS`` after the finish) is ended the same way;
+* a body that ends before the answer finished, a reset, an idle stall (the transport's read
+  timeout, ``attempts.streamIdleMs``), an in-band error event or the throughput watchdog raise
+  :class:`StreamBroken`: the attempt failed after commit, and recovery decides what the client
+  sees next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import orjson
+
+from routing.domain.chat_stream import ChatStream, Kind
+from routing.domain.outcomes import Outcome, OutcomeKind
+from routing.domain.sse import DONE_EVENT, SseEvent, SseSplitter
+from routing.domain.throughput import THROUGHPUT_TOO_LOW, ThroughputWatchdog, useful_bytes
+
+logger = logging.getLogger(__name__)
+
+FINISH_GRACE_SECONDS = 0.5
+Observed = tuple[SseEvent, Kind, dict[str, Any] | None]
+Transform = Callable[[SseEvent, Kind, dict[str, Any] | None], bytes | None]
+"""Turns one observed event into the bytes the client gets (``None``: nothing)."""
+
+
+class StreamBroken(Exception):
+    """The stream failed: before its first token, or after commit."""
+
+    def __init__(self, kind: OutcomeKind, detail: str, body: bytes = b"") -> None:
+        super().__init__(detail)
+        self.kind, self.detail, self.body = kind, detail, body
+
+    def outcome(self, latency_ms: int = 0) -> Outcome:
+        status = 502 if self.kind is OutcomeKind.HTTP_ERROR else None
+        headers = {"content-type": "application/json"} if self.body else {}
+        return Outcome(self.kind, status, headers, self.body, self.detail, latency_ms)
+
+
+def forward(event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes:
+    return event.raw
+
+
+class UpstreamStream:
+    """An upstream's event stream and what it has said (``state``)."""
+
+    def __init__(
+        self,
+        first: bytes,
+        chunks: AsyncIterator[bytes],
+        watchdog: ThroughputWatchdog | None = None,
+        label: str = "",
+    ) -> None:
+        self.state = ChatStream()
+        self.head_events: list[Observed] = []
+        self._chunks = chunks
+        self._watchdog = watchdog
+        self._splitter = SseSplitter()
+        self._first = first
+        self._label = label
+        self._done = False  # data: [DONE] seen
+        self._broken: StreamBroken | None = None  # raised once what preceded it is relayed
+        self._eof = False  # the body ended
+
+    async def head(self) -> bytes:
+        """Read until the first token (or the end of an answer without one); the events read
+        are kept in ``head_events`` and returned as the bytes to send. Raises
+        :class:`StreamBroken` when the stream fails first."""
+        while True:
+            batch = await self._read(grace=False)
+            if batch is None:
+                if self.state.finished or self._done:
+                    return self._head_bytes()
+                raise StreamBroken(OutcomeKind.NETWORK_ERROR, "stream ended before the first token")
+            self.head_events += batch
+            if self._broken is not None:
+                raise self._broken
+            if self._done or self.state.finished or any(k is Kind.TOKEN for _, k, _ in batch):
+                return self._head_bytes()
+
+    def _head_bytes(self) -> bytes:
+        return b"".join(event.raw for event, _, _ in self.head_events)
+
+    async def relay(self, transform: Transform = forward) -> AsyncIterator[bytes]:
+        """The rest of the stream as client bytes, ending with ``[DONE]``; raises
+        :class:`StreamBroken` when the upstream breaks before the answer finished."""
+        while not self._done:
+            batch = await self._read(grace=self.state.finished)
+            if batch is None:
+                if self.state.finished:
+                    yield DONE_EVENT  # ended without [DONE], or lingered after finishing
+                    return
+                raise StreamBroken(OutcomeKind.NETWORK_ERROR, "stream cut before the answer ended")
+            out = [part for o in batch if (part := transform(*o)) is not None]
+            if out:
+                yield out[0] if len(out) == 1 else b"".join(out)
+            if self._broken is not None:  # after what came before it was relayed
+                raise self._broken
+
+    async def _read(self, *, grace: bool) -> list[Observed] | None:
+        """The next chunk's observed events (maybe none); ``None`` at the end of the stream."""
+        if self._first:
+            chunk, self._first = self._first, b""
+        elif self._eof:
+            return None
+        else:
+            read = await self._next_chunk(grace)
+            if read is None:
+                self._eof = True
+                rest = self._splitter.rest()
+                item = self._observe(rest) if rest is not None else None
+                return [item] if item is not None else None
+            chunk = read
+        observed: list[Observed] = []
+        for event in self._splitter.feed(chunk):
+            item = self._observe(event)
+            if item is not None:
+                observed.append(item)
+            if self._done or self._broken is not None:  # nothing after [DONE] or a failure
+                break
+        return observed
+
+    async def _next_chunk(self, grace: bool) -> bytes | None:
+        try:
+            if not grace:
+                return await anext(self._chunks)
+            async with asyncio.timeout(FINISH_GRACE_SECONDS):  # finished: only usage and
+                return await anext(self._chunks)  # [DONE] can follow
+        except StopAsyncIteration:
+            return None
+        except TimeoutError:  # only the grace timer: the transport's own are httpx errors
+            return None
+
+    def _observe(self, event: SseEvent) -> Observed | None:
+        kind, payload = self.state.observe(event)
+        if kind is Kind.MALFORMED:
+            logger.warning("%s: dropped a malformed stream event: %.200r", self._label, event.raw)
+            return None
+        if kind is Kind.ERROR:
+            body = orjson.dumps(payload)
+            self._broken = StreamBroken(OutcomeKind.HTTP_ERROR, "in-band stream error", body)
+            return None
+        if kind is Kind.DONE:
+            self._done = True
+        if self._watchdog is not None:
+            useful, protected = useful_bytes(event.name, payload)
+            if self._watchdog.observe(useful, protected, time.monotonic()):
+                # this event is relayed (its text is counted as sent), then the stream ends
+                self._broken = StreamBroken(OutcomeKind.TIMEOUT, THROUGHPUT_TOO_LOW)
+        return event, kind, payload

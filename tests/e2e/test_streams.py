@@ -1,0 +1,254 @@
+"""Streams over real HTTP with the official ``openai`` SDK as the client: limits before the
+first token, and after commit a cut or a stall is finished (prefill continuation or
+regenerate-and-splice) or ended honestly, never duplicated (spec decision 22)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from routing.fakeupstream import FakeUpstream
+from routing.fakeupstream.wire import content
+from tests.e2e.conftest import Gateway, Route, make_route, records
+
+pytestmark = pytest.mark.e2e
+
+CHUNKS, SIZE = 12, 8
+WHOLE = content(CHUNKS * SIZE)  # what every healthy target of these tests answers
+SHAPE = {"chunks": CHUNKS, "chunk_size": SIZE, "chunk_interval_ms": 20}
+CUT = {**SHAPE, "cut": "mid", "mid_at": 5}
+STALL = {**SHAPE, "stall": "mid", "mid_at": 5}  # longer than the e2e idle limit (1.5 s)
+
+
+def sdk(gateway: Gateway, route: Route) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key=route.key, max_retries=0)
+
+
+def stream_text(gateway: Gateway, route: Route, **extra: Any) -> tuple[str, list[Any]]:
+    """The text the SDK assembles from a streamed answer, and its chunks."""
+    chunks = list(
+        sdk(gateway, route).chat.completions.create(
+            model=route.model(), messages=[{"role": "user", "content": "x"}], stream=True,
+            **extra,
+        )
+    )  # fmt: skip
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, chunks
+
+
+def raw_stream(gateway: Gateway, route: Route, **headers: str) -> httpx.Response:
+    body = {"model": route.model(), "stream": True, "messages": [{"role": "user", "content": "x"}]}
+    with gateway.client(route.key, timeout=30) as client:
+        response = client.post("/chat/completions", json=body, headers=headers)
+        response.read()
+        return response
+
+
+def sse_text(response: httpx.Response) -> str:
+    text = []
+    for line in response.text.splitlines():
+        data = line.removeprefix("data: ")
+        if line.startswith("data: ") and data != "[DONE]":
+            for choice in orjson.loads(data).get("choices", []):
+                text.append(choice.get("delta", {}).get("content") or "")
+    return "".join(text)
+
+
+def catalog(gateway: Gateway, route: Route, **fields: Any) -> None:
+    gateway.post("/api/model-catalog/", {"provider": route.provider, "model": "gpt-test", **fields})
+
+
+@contextmanager
+def resilience(gateway: Gateway, patch: dict[str, Any]) -> Iterator[None]:
+    """Resilience settings changed for the block, then put back."""
+    before = gateway.api.get("/api/resilience").json()
+    assert gateway.api.patch("/api/resilience", json=patch).status_code == 200
+    try:
+        yield
+    finally:
+        assert gateway.api.patch("/api/resilience", json=before).status_code == 200
+
+
+def prefills(fake: FakeUpstream, route: Route, connection: int) -> list[str]:
+    """The assistant prefills the n-th connection was sent."""
+    return [
+        r.body["messages"][-1]["content"]
+        for r in records(fake, route, connection)
+        if r.body["messages"][-1]["role"] == "assistant"
+    ]
+
+
+# --- before the first token -------------------------------------------------------------------
+
+
+def test_a_silent_upstream_is_tried_once_and_the_next_answers(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, {"stall": "before"}, SHAPE)
+    started = time.monotonic()
+
+    text, _ = stream_text(gateway, route)
+
+    assert text == WHOLE
+    assert len(records(fake, route, 1)) == 1
+    assert time.monotonic() - started < 5  # the 1.5 s idle limit, not the 60 s first-token one
+
+
+def test_a_first_token_slower_than_its_limit_fails_over_before_any_byte(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    slow = {**SHAPE, "latency_ms": 1000, "chunk_interval_ms": 500}  # headers after 1 s
+    route = make_route(gateway, fake, slow, SHAPE)
+    catalog(gateway, route, time_to_first_token_ms=1000)
+
+    response = raw_stream(gateway, route)
+
+    assert response.status_code == 200
+    assert f"connection={route.connections[1]}" in response.headers["x-omniroute-decision"]
+    assert sse_text(response) == WHOLE and "error" not in response.text
+
+
+def test_three_silent_targets_and_a_ten_second_deadline_answer_504_in_time(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    silent = {"stall": "before"}
+    route = make_route(gateway, fake, silent, silent, silent)
+    catalog(gateway, route, time_to_first_token_ms=600_000, stream_idle_ms=600_000)
+    started = time.monotonic()
+
+    response = raw_stream(gateway, route, **{"x-omniroute-deadline-ms": "10000"})
+
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "request_deadline_exceeded"
+    assert time.monotonic() - started < 11
+
+
+# --- after commit: a cut or a stall -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("failure", [CUT, STALL], ids=["cut", "stall"])
+def test_a_broken_stream_is_continued_on_a_prefill_accepting_target(
+    gateway: Gateway, fake: FakeUpstream, failure: dict[str, Any]
+) -> None:
+    route = make_route(gateway, fake, failure, {**SHAPE, "prefill": "accept"})
+    catalog(gateway, route, accepts_prefill="yes")
+
+    text, chunks = stream_text(gateway, route)
+
+    assert text == WHOLE  # the whole answer, exactly once
+    assert len({c.id for c in chunks}) == 1  # one stream as the client sees it
+    assert prefills(fake, route, 2) == [WHOLE[: 5 * SIZE]]
+
+
+@pytest.mark.parametrize("failure", [CUT, STALL], ids=["cut", "stall"])
+def test_a_broken_stream_is_completed_by_regeneration_without_any_prefill(
+    gateway: Gateway, fake: FakeUpstream, failure: dict[str, Any]
+) -> None:
+    route = make_route(gateway, fake, failure, {**SHAPE, "prefill": "reject"})
+    catalog(gateway, route, accepts_prefill="no")
+
+    text, _ = stream_text(gateway, route)
+
+    assert text == WHOLE
+    assert prefills(fake, route, 2) == []
+    assert len(records(fake, route, 2)) == 1
+
+
+@pytest.mark.parametrize("failure", [CUT, STALL], ids=["cut", "stall"])
+def test_a_regeneration_that_differs_ends_with_an_error_event_and_no_done(
+    gateway: Gateway, fake: FakeUpstream, failure: dict[str, Any]
+) -> None:
+    route = make_route(gateway, fake, failure, {**SHAPE, "text": "alt"})
+
+    response = raw_stream(gateway, route)
+
+    assert response.status_code == 200
+    assert sse_text(response) == WHOLE[: 5 * SIZE]  # nothing of the other answer
+    last = response.text.strip().splitlines()[-1]
+    assert orjson.loads(last.removeprefix("data: "))["error"]["code"] == (
+        "upstream_stream_interrupted"
+    )
+    assert "[DONE]" not in response.text
+
+
+# --- upstream quirks --------------------------------------------------------------------------
+
+
+def test_a_malformed_event_is_dropped_and_the_text_arrives_whole(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, {**SHAPE, "malformed_at": 4})
+
+    text, _ = stream_text(gateway, route)
+
+    assert text == WHOLE
+
+
+def test_a_missing_done_finishes_within_a_second_with_usage(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, {**SHAPE, "done": "hang"})
+    started = time.monotonic()
+
+    text, chunks = stream_text(gateway, route, stream_options={"include_usage": True})
+
+    finished = time.monotonic() - started
+    assert text == WHOLE
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    assert finished < CHUNKS * 0.02 + 1.0
+
+
+WATCHDOG = {
+    "streamRecovery": {
+        "throughputWatchdog": {
+            "enabled": True, "warmupMs": 0, "windowMs": 1000, "minUsefulBytesPerSecond": 4,
+        }
+    }
+}  # fmt: skip
+
+
+def test_a_stream_saying_nothing_is_aborted_by_the_watchdog_and_recovered_unseen(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    # headers, then only heartbeats: the idle limit never fires, the watchdog does
+    pings = {**SHAPE, "stall": "mid", "mid_at": 0, "heartbeat_ms": 200}
+    route = make_route(gateway, fake, pings, SHAPE)
+
+    with resilience(gateway, WATCHDOG):
+        response = raw_stream(gateway, route)
+
+    assert f"connection={route.connections[1]}" in response.headers["x-omniroute-decision"]
+    assert sse_text(response) == WHOLE and "error" not in response.text
+
+
+def test_a_slow_stream_is_aborted_by_the_watchdog_and_finished_elsewhere(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    slow = {"chunks": 6, "chunk_size": 1, "chunk_interval_ms": 600}  # ~1.7 useful bytes/s
+    route = make_route(gateway, fake, slow, {"chunks": 6, "chunk_size": 1})
+
+    with resilience(gateway, WATCHDOG):
+        response = raw_stream(gateway, route)
+
+    assert sse_text(response) == content(6)
+    assert response.text.rstrip().endswith("data: [DONE]")
+    assert len(records(fake, route, 2)) == 1
+
+
+def test_a_stream_of_reasoning_only_is_not_aborted(gateway: Gateway, fake: FakeUpstream) -> None:
+    slow = {"chunks": 4, "chunk_size": 1, "chunk_interval_ms": 600, "reasoning": True}
+    route = make_route(gateway, fake, slow, SHAPE)
+
+    with resilience(gateway, WATCHDOG):
+        response = raw_stream(gateway, route)
+
+    assert "reasoning_content" in response.text
+    assert response.text.rstrip().endswith("data: [DONE]")
+    assert records(fake, route, 2) == []

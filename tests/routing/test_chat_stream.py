@@ -1,0 +1,109 @@
+"""What a Chat Completions stream told the client, and the events of a continuation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from routing.domain.chat_stream import (
+    ChatStream,
+    Kind,
+    content_of,
+    continuation_event,
+    error_event,
+    with_prefill,
+)
+from routing.domain.sse import SseEvent
+
+ENVELOPE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+
+
+def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **rest: Any) -> SseEvent:
+    choice = {"index": 0, "delta": delta or {}, "finish_reason": finish}
+    payload = {**ENVELOPE, "choices": [choice], **rest}
+    return SseEvent(b"", orjson.dumps(payload))
+
+
+def test_text_deltas_are_tokens_and_the_text_is_kept() -> None:
+    stream = ChatStream()
+    kinds = [
+        stream.observe(chunk({"role": "assistant"}))[0],
+        stream.observe(chunk({"content": "Hel"}))[0],
+        stream.observe(chunk({"content": "lo"}))[0],
+    ]
+    assert kinds == [Kind.PREAMBLE, Kind.TOKEN, Kind.TOKEN]
+    assert stream.sent_text == "Hello"
+    assert stream.envelope == ENVELOPE
+    assert stream.continuable and not stream.finished
+
+
+def test_finish_usage_and_done() -> None:
+    stream = ChatStream()
+    assert stream.observe(chunk({}, finish="stop"))[0] is Kind.PREAMBLE
+    assert stream.finished
+    usage = SseEvent(b"", orjson.dumps({**ENVELOPE, "choices": [], "usage": {"total_tokens": 3}}))
+    assert stream.observe(usage)[0] is Kind.USAGE and stream.usage
+    assert stream.observe(SseEvent(b"", b"[DONE]"))[0] is Kind.DONE
+
+
+def test_reasoning_is_a_token_but_not_text() -> None:
+    stream = ChatStream()
+    assert stream.observe(chunk({"reasoning_content": "think"}))[0] is Kind.TOKEN
+    assert stream.sent_text == "" and stream.reasoning
+
+
+def test_a_tool_call_or_a_second_choice_cannot_be_continued() -> None:
+    tools = ChatStream()
+    assert tools.observe(chunk({"tool_calls": [{"index": 0}]}))[0] is Kind.TOKEN
+    assert not tools.continuable
+    two = ChatStream()
+    payload = {**ENVELOPE, "choices": [{"index": 1, "delta": {"content": "x"}}]}
+    two.observe(SseEvent(b"", orjson.dumps(payload)))
+    assert not two.continuable
+
+
+def test_malformed_errors_and_comments() -> None:
+    stream = ChatStream()
+    assert stream.observe(SseEvent(b"", b'{"choices": ['))[0] is Kind.MALFORMED
+    assert stream.observe(SseEvent(b"", b"[1, 2]"))[0] is Kind.MALFORMED
+    kind, payload = stream.observe(SseEvent(b"", b'{"error": {"message": "boom"}}'))
+    assert kind is Kind.ERROR and payload == {"error": {"message": "boom"}}
+    assert stream.observe(SseEvent(b": ping\n\n"))[0] is Kind.PREAMBLE
+
+
+def test_continuation_event_takes_the_first_envelope_and_drops_role_and_duplicates() -> None:
+    payload = {
+        "id": "other", "object": "chat.completion.chunk", "created": 9, "model": "n",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "lo world"}}],
+    }  # fmt: skip
+    raw = continuation_event(payload, ENVELOPE, skip=2)
+    assert raw is not None and raw.startswith(b"data: ") and raw.endswith(b"\n\n")
+    sent = orjson.loads(raw[6:])
+    assert sent["id"] == "chatcmpl-1" and sent["model"] == "m"
+    assert sent["choices"][0]["delta"] == {"content": " world"}
+    assert content_of(sent) == " world"
+
+
+def test_continuation_event_with_nothing_left_is_none_but_a_finish_is_kept() -> None:
+    payload = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "ab"}}]}
+    assert continuation_event(payload, ENVELOPE, skip=2) is None
+    finish = {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    raw = continuation_event(finish, ENVELOPE)
+    assert raw is not None and orjson.loads(raw[6:])["choices"][0]["finish_reason"] == "stop"
+
+
+def test_with_prefill_appends_the_sent_text_as_an_assistant_message() -> None:
+    payload = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    prefilled = with_prefill(payload, "Hel")
+    assert prefilled["messages"][-1] == {"role": "assistant", "content": "Hel"}
+    assert payload["messages"] == [{"role": "user", "content": "hi"}]  # the original is intact
+
+
+def test_error_event_is_one_openai_error_object() -> None:
+    raw = error_event("it broke", "upstream_stream_interrupted")
+    assert orjson.loads(raw[6:]) == {
+        "error": {
+            "message": "it broke", "type": "upstream_error", "code": "upstream_stream_interrupted",
+        }
+    }  # fmt: skip
