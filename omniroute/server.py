@@ -13,17 +13,18 @@ import sys
 
 
 def main(argv: list[str]) -> None:
-    """Install uvloop when available, then hand over to daphne's command line."""
+    """Install uvloop when available, then hand over to daphne's command line (with
+    back-pressure on streamed responses, see :mod:`omniroute.flowcontrol`)."""
     try:
         import uvloop
     except ImportError:
         pass
     else:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    from daphne.cli import CommandLineInterface
+    from omniroute.flowcontrol import FlowControlledCommandLine  # imports daphne: after uvloop
 
     cache_content_type_parsing()
-    CommandLineInterface().run(argv)
+    FlowControlledCommandLine().run(argv)
 
 
 def cache_content_type_parsing() -> None:
