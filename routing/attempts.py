@@ -38,6 +38,7 @@ from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target
 from routing.payload import encode_for_target
+from routing.streams import SLOW_FIRST_TOKEN
 from routing.upstream import NO_LIMITS, AttemptLimits, Upstream, UpstreamReply
 
 # Indirections so tests can run the policy's waits and the deadline on a fake clock.
@@ -213,7 +214,14 @@ class AttemptLoop:
         connection_level = outcome is not None and outcome.kind in (
             OutcomeKind.NETWORK_ERROR, OutcomeKind.TIMEOUT,
         )  # fmt: skip
-        failure = Failure(verdict.fail_over, verdict.transient, connection_level, verdict.hint_ms)
+        reopen = (
+            outcome is not None
+            and outcome.stream_started
+            and context.snapshot.stream_recovery.enabled
+        )
+        failure = Failure(
+            verdict.fail_over, verdict.transient, connection_level, reopen, verdict.hint_ms
+        )
         return decide(
             failure, context.policy, retries_used=context.retries_of(target),
             others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),
@@ -236,7 +244,7 @@ class AttemptLoop:
             if context.out_of_time():  # the request's deadline ran out during this attempt
                 outcome = Outcome(OutcomeKind.TIMEOUT, detail="request deadline")
             else:
-                outcome = Outcome(OutcomeKind.TIMEOUT, detail="time to first token")
+                outcome = Outcome(OutcomeKind.TIMEOUT, detail=SLOW_FIRST_TOKEN)
             reply = None
         try:
             if self.restate is not None:

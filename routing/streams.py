@@ -33,6 +33,8 @@ from routing.domain.throughput import THROUGHPUT_TOO_LOW, ThroughputWatchdog, us
 logger = logging.getLogger(__name__)
 
 FINISH_GRACE_SECONDS = 0.5
+ENDED_BEFORE_FIRST_TOKEN = "stream ended before the first token"
+SLOW_FIRST_TOKEN = "time to first token"
 Observed = tuple[SseEvent, Kind, dict[str, Any] | None]
 Transform = Callable[[SseEvent, Kind, dict[str, Any] | None], bytes | None]
 """Turns one observed event into the bytes the client gets (``None``: nothing)."""
@@ -45,10 +47,12 @@ class StreamBroken(Exception):
         super().__init__(detail)
         self.kind, self.detail, self.body = kind, detail, body
 
-    def outcome(self, latency_ms: int = 0) -> Outcome:
+    def outcome(self, latency_ms: int = 0, *, started: bool = False) -> Outcome:
         status = 502 if self.kind is OutcomeKind.HTTP_ERROR else None
         headers = {"content-type": "application/json"} if self.body else {}
-        return Outcome(self.kind, status, headers, self.body, self.detail, latency_ms)
+        return Outcome(
+            self.kind, status, headers, self.body, self.detail, latency_ms, stream_started=started
+        )
 
 
 def forward(event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes:
@@ -85,7 +89,7 @@ class UpstreamStream:
             if batch is None:
                 if self.state.finished or self._done:
                     return self._head_bytes()
-                raise StreamBroken(OutcomeKind.NETWORK_ERROR, "stream ended before the first token")
+                raise StreamBroken(OutcomeKind.NETWORK_ERROR, ENDED_BEFORE_FIRST_TOKEN)
             self.head_events += batch
             if self._broken is not None:
                 raise self._broken

@@ -258,11 +258,17 @@ async def _read(
             return _garbage(MALFORMED_STREAM, started), None
         watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
         events = UpstreamStream(first.removeprefix(_BOM), chunks, watchdog, label)
+        broken: StreamBroken | None = None
+        head = b""
         try:
             head = await events.head()
-        except StreamBroken as broken:
+        except StreamBroken as failed:
+            broken = failed
+        except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
+            broken = StreamBroken(classify_transport_error(exc), type(exc).__name__)
+        if broken is not None:  # the stream answered, then failed before its first token
             await response.aclose()
-            return broken.outcome(_elapsed_ms(started)), None
+            return broken.outcome(_elapsed_ms(started), started=True), None
         reply = UpstreamReply(response.status_code, content_type, head, response, events)
     outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
     return outcome, reply

@@ -8,6 +8,8 @@ After a failure the loop either **retries** the same target (after a wait), move
   parameters): stop;
 * an upstream ``Retry-After`` (or reset) within ``max_retry_after_wait_ms``: wait it out and
   retry the same target; a longer one: the next target;
+* a stream that broke before its first token, with ``streamRecovery.enabled``: reopened once
+  on the same target (the reference's same-account early recovery);
 * a connect error, a reset or a timeout: retry once when no other target is left, else the
   next target at once (a silent target is not asked again while another may answer);
 * a 5xx, a malformed reply or a 429 without a hint: up to ``retries_per_target`` retries with
@@ -57,6 +59,7 @@ class Failure:
     fail_over: bool  # another target may answer (the attribution's verdict)
     transient: bool  # a transient failure of the pair (5xx, timeout, reset, 429 w/o hint)
     connection_level: bool = False  # a connect error, reset or timeout (no reply at all)
+    reopen: bool = False  # a stream broke before its first token and may be reopened here
     hint_ms: int | None = None  # an upstream Retry-After / reset, in ms
 
 
@@ -80,6 +83,8 @@ def decide(
     if not failure.fail_over:
         return onward
     retry_left = retries_used < policy.retries_per_target
+    if failure.reopen and retry_left:  # ``streamRecovery.enabled``: the same target once more
+        return Decision(Step.RETRY, 0.0)
     if failure.hint_ms is not None and failure.hint_ms > 0:
         wait = failure.hint_ms / 1000
         short = failure.hint_ms <= policy.max_retry_after_wait_ms

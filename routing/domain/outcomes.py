@@ -28,6 +28,7 @@ class Outcome:
     detail: str = ""
     latency_ms: int = 0
     client_retry_after: str | None = None  # what the client is told, when restated (§6)
+    stream_started: bool = False  # a stream answered 2xx, then failed before its first token
 
     @property
     def ok(self) -> bool:

@@ -72,3 +72,10 @@ def test_the_client_may_lower_the_deadline_but_not_raise_it() -> None:
     for bad in (b"", b"abc", b"0", b"-1", b"1.5"):
         with pytest.raises(ValueError, match="positive integer"):
             deadline_ms(policy, bad)
+
+
+def test_a_stream_broken_before_its_first_token_is_reopened_once_when_enabled() -> None:
+    reopen = Failure(fail_over=True, transient=True, connection_level=True, reopen=True)
+    assert after(reopen, others=True) == Decision(Step.RETRY, 0.0)  # even with others left
+    assert after(reopen, others=True, used=1).step is Step.NEXT  # once
+    assert after(NETWORK, others=True).step is Step.NEXT  # without it: the next target

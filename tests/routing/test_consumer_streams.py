@@ -16,7 +16,8 @@ import routing.streams as routing_streams
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
-from routing.models import ModelCatalogEntry, Provider
+from routing.models import Combo, ModelCatalogEntry, Provider, ProviderConnection
+from routing.services import combo_save
 from tests.routing.harness import (
     BACKUP,
     PRIMARY,
@@ -25,6 +26,7 @@ from tests.routing.harness import (
     Gateway,
     Reply,
     communicator,
+    error,
     read_reply,
     send_body,
 )
@@ -341,3 +343,48 @@ async def test_the_only_target_regenerates_after_a_cut(gateway: Gateway, primary
 
     assert text_of(reply) == "".join(TEXT)
     assert gateway.fake.calls == [PRIMARY, PRIMARY]
+
+
+async def test_stream_recovery_reopens_a_stream_broken_before_its_first_token_once(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    await database_sync_to_async(resilience_settings_update)(
+        patch={"streamRecovery": {"enabled": True}}
+    )
+    answers = [streaming([chunk({"role": "assistant"})], then=CUT), streaming(answer_chunks())]
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return await answers.pop(0)(request)
+
+    gateway.fake.behaviours.update({PRIMARY: behaviour, BACKUP: streaming(answer_chunks())})
+
+    reply = await ask(gateway)
+
+    assert reply.connection == both[0] and text_of(reply) == "".join(TEXT)
+    assert gateway.fake.calls == [PRIMARY, PRIMARY]
+
+
+async def test_a_combo_override_of_the_attempt_settings_reaches_the_loop(
+    gateway: Gateway, both: tuple[int, int], acme: Provider
+) -> None:
+    # retriesPerTarget 0 on this combo: the 503 moves straight on, where the global policy
+    # would retry it once on the same target first
+    await database_sync_to_async(add_combo)(acme, {"retriesPerTarget": 0})
+    unavailable = error(503, "service unavailable")
+    gateway.fake.behaviours.update({PRIMARY: unavailable, BACKUP: streaming(answer_chunks())})
+
+    reply = await ask(gateway, "careful")
+
+    assert reply.status == 200 and reply.connection == both[1]
+    assert gateway.fake.calls == [PRIMARY, BACKUP]
+
+
+def add_combo(provider: Provider, overrides: dict[str, int]) -> None:
+    connections = ProviderConnection.objects.filter(provider=provider).order_by("priority")
+    targets = [
+        {"provider": provider, "model": "m1", "connection": connection}
+        for connection in connections
+    ]
+    combo_save(
+        combo=Combo(), fields={"name": "careful", "attempt_overrides": overrides}, targets=targets
+    )
