@@ -112,7 +112,9 @@ Records (:class:`RequestRecord`) are kept for chat and model requests in a bound
 ``body`` is the parsed request (``messages`` reads its message list), ``prefill`` the
 assistant prefill it carried (None without one: ``all(r.prefill is None for r in
 fake.requests)`` shows no prefill request reached this fake), ``chunks_sent`` the content
-chunks written and ``pings_sent`` the heartbeats. ``completed`` is true when the handler
+chunks written, ``pings_sent`` the heartbeats and ``peer`` the client's ``host:port`` (one
+per TCP connection: requests with the same ``peer`` came over one pooled connection).
+``completed`` is true when the handler
 finished its answer (including error and ``cut`` answers); ``disconnected_at`` is when the
 server noticed the client went away, ``aborted_at`` when the server itself reset the
 connection.

@@ -108,12 +108,14 @@ class FakeApp:
             behaviour = self._draw(self._resolve(request, model))
         except ValueError as exc:
             return wire.error(400, str(exc), "fake_knob_error")
+        peer = _peer(request)
         rec = self._record(
             request, payload, behaviour, model=model.partition("?")[0],
             stream=payload.get("stream") is True, prefill=wire.prefill_of(payload),
+            peer=":".join(map(str, peer)) if isinstance(peer, tuple) else "",
         )  # fmt: skip
         failed = behaviour.fails or rejects_prefill(rec)
-        self.journal.count(failed=failed, peer=_peer(request))
+        self.journal.count(failed=failed, peer=peer)
         try:
             resp = await self._answerer.answer(request, rec, _wants_usage(payload))
         except (asyncio.CancelledError, ConnectionError):

@@ -99,6 +99,7 @@ class RequestRecord:
     aborted_at: float | None = None
     prefill: str | None = None
     pings_sent: int = 0
+    peer: str = ""  # the client's "host:port": one per TCP connection, pooled or not
 
     @property
     def messages(self) -> list[Any]:

@@ -252,3 +252,20 @@ def test_a_stream_of_reasoning_only_is_not_aborted(gateway: Gateway, fake: FakeU
     assert "reasoning_content" in response.text
     assert response.text.rstrip().endswith("data: [DONE]")
     assert records(fake, route, 2) == []
+
+
+def test_a_connection_that_stalled_is_never_reused(gateway: Gateway, fake: FakeUpstream) -> None:
+    route = make_route(gateway, fake, SHAPE)
+    assert stream_text(gateway, route)[0] == WHOLE
+    assert stream_text(gateway, route)[0] == WHOLE
+    healthy = [r.peer for r in records(fake, route, 1)]
+    assert healthy[0] == healthy[1]  # the pool reuses a connection that finished cleanly
+    fake.script({**STALL})  # the next answer stalls after 5 chunks: the idle limit cuts it
+
+    text, _ = stream_text(gateway, route)  # regenerated on the same (only) target
+    assert text == WHOLE
+    assert stream_text(gateway, route)[0] == WHOLE
+
+    stalled, regenerated, after = records(fake, route, 1)[2:]
+    assert stalled.behaviour.stall == "mid"
+    assert stalled.peer not in (regenerated.peer, after.peer)
