@@ -37,8 +37,9 @@ maximum (for the provider cooldown and the model lockout alike).
   "toInteger" rule (numbers and numeric strings are truncated and clamped, anything else keeps
   the default), booleans only when real booleans (``loose`` ones excepted), and the rules
   enforced by clamping.
-- ``validate_patch`` checks a partial document strictly (the API and the admin): unknown keys,
-  wrong types, out-of-range values and broken rules are errors, never clamped.
+- ``validate_patch`` (in ``settings_patch``) checks a partial document strictly (the API and
+  the admin): unknown keys, wrong types, out-of-range values and broken rules are errors,
+  never clamped.
 - ``merge`` overlays a validated patch on the stored document; ``to_document`` renders resolved
   settings in the same camelCase shape.
 
@@ -50,8 +51,7 @@ the rule types live in ``resilience.domain.settings_fields``.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,7 +67,11 @@ from resilience.domain.settings_fields import (
     Value,
     number_of,
 )
-from resilience.domain.settings_schema import BRANCHES
+from resilience.domain.settings_patch import SettingsError as SettingsError
+from resilience.domain.settings_patch import flatten as flatten
+from resilience.domain.settings_patch import merge as merge
+from resilience.domain.settings_patch import unflatten as unflatten
+from resilience.domain.settings_patch import validate_patch as validate_patch
 from resilience.domain.settings_schema import (
     COOLDOWN_SECTIONS as COOLDOWN_SECTIONS,
 )
@@ -80,14 +84,6 @@ from resilience.domain.settings_schema import RULES as RULES
 from resilience.domain.settings_schema import SCHEMA as SCHEMA
 from resilience.domain.settings_schema import SECTIONS as SECTIONS
 from resilience.domain.stream_recovery import StreamRecoverySettings, WatchdogSettings
-
-
-class SettingsError(ValueError):
-    """A rejected patch; ``errors`` maps each dotted field path to its message."""
-
-    def __init__(self, errors: Mapping[str, str]) -> None:
-        self.errors = dict(errors)
-        super().__init__("; ".join(f"{path}: {message}" for path, message in self.errors.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,27 +146,6 @@ class ResilienceSettings:
 
     def cooldown_for(self, profile: ProfileName) -> CooldownSettings:
         return self.connection_cooldown[profile]
-
-
-def flatten(document: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (leaves are anything but mappings)."""
-    flat: dict[str, Any] = {}
-    for key, value in document.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        flat.update(flatten(value, path) if isinstance(value, Mapping) else {path: value})
-    return flat
-
-
-def unflatten(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"a.b": 1}`` → ``{"a": {"b": 1}}``."""
-    document: dict[str, Any] = {}
-    for path, value in values.items():
-        *parents, leaf = path.split(".")
-        node = document
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return document
 
 
 def _lookup(document: Mapping[str, Any], path: str) -> Any:
@@ -348,76 +323,3 @@ def _lockout_document(lockout: LockoutSettings) -> dict[str, Any]:
         "maxBackoffSteps": lockout.max_backoff_steps,
         "useExponentialBackoff": lockout.use_exponential_backoff,
     }
-
-
-def _walk(node: Mapping[Any, Any], prefix: str) -> Iterator[tuple[str, Value, str]]:
-    """``(path, value, "")`` per valid leaf of a patch, ``(path, None, message)`` per error."""
-    for key, raw in node.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        spec = SCHEMA.get(path) if isinstance(key, str) and "." not in key else None
-        if spec is not None:
-            try:
-                yield path, spec.strict(raw), ""
-            except ValueError as exc:
-                yield path, None, str(exc)
-        elif not isinstance(key, str) or "." in key or path not in BRANCHES:
-            yield path, None, "unknown key" if prefix else "unknown section"
-        elif not isinstance(raw, Mapping):
-            yield path, None, "must be an object"
-        else:
-            yield from _walk(raw, path)
-
-
-def _check_rules(values: Mapping[str, Value], current: Mapping[str, Any] | None) -> dict[str, str]:
-    base = {p: v for p, v in flatten(current or {}).items() if p in SCHEMA}
-    merged, touched = {**base, **values}, frozenset(values)
-    errors: dict[str, str] = {}
-    for rule in RULES:
-        errors.update(rule.check(merged, touched))
-    return errors
-
-
-def validate_patch(patch: Any, current: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The patch, checked strictly; raises ``SettingsError`` naming every bad field.
-
-    ``current`` is the full resolved document (``to_document``) the patch will be merged over:
-    the cross-field rules are checked on the merged values. Without it, only fields present in
-    the patch are compared with each other.
-    """
-    if not isinstance(patch, Mapping):
-        raise SettingsError({ROOT_FIELD: "must be a JSON object"})
-    errors: dict[str, str] = {}
-    values: dict[str, Value] = {}
-    for path, value, message in _walk(patch, ""):
-        if message:
-            errors[path] = message
-        else:
-            values[path] = value  # None: an OPTIONAL_BOOL cleared back to unset
-    if not any(key in SECTIONS for key in patch):
-        errors[ROOT_FIELD] = "must contain at least one of: " + ", ".join(SECTIONS)
-    errors = errors or _check_rules(values, current)
-    if errors:
-        raise SettingsError(errors)
-    return unflatten(values)
-
-
-def merge(stored: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
-    """``stored`` with ``patch`` deep-merged in; no mutation.
-
-    Omitted fields keep their values; a ``null`` removes the stored value (back to the default).
-    Empty objects are not kept: they mean the same as absent ones.
-    """
-    merged = copy.deepcopy(dict(stored))
-    for key, value in patch.items():
-        current = merged.get(key)
-        if isinstance(value, Mapping):
-            child = merge(current if isinstance(current, Mapping) else {}, value)
-            if child:
-                merged[key] = child
-            else:
-                merged.pop(key, None)
-        elif value is None:
-            merged.pop(key, None)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
