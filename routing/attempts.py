@@ -41,6 +41,8 @@ from routing.payload import encode_for_target
 from routing.streams import SLOW_FIRST_TOKEN
 from routing.upstream import NO_LIMITS, AttemptLimits, Upstream, UpstreamReply
 
+DEADLINE = "request deadline"
+
 # Indirections so tests can run the policy's waits and the deadline on a fake clock.
 now: Callable[[], float] = time.monotonic
 pause: Callable[[float], Awaitable[None]] = asyncio.sleep
@@ -235,22 +237,26 @@ class AttemptLoop:
         body = encode_for_target(payload, target)
         limits, first_token = limits_for(target, context)
         budget = context.remaining()
+        deadline_bound = budget <= first_token
         try:
             async with asyncio.timeout(min(budget, first_token)):
                 outcome, reply = await self.upstream.send(
                     target, body, stream=context.stream, limits=limits
                 )
         except TimeoutError:
-            if context.out_of_time():  # the request's deadline ran out during this attempt
-                outcome = Outcome(OutcomeKind.TIMEOUT, detail="request deadline")
-            else:
-                outcome = Outcome(OutcomeKind.TIMEOUT, detail=SLOW_FIRST_TOKEN)
-            reply = None
+            if deadline_bound:  # the request's deadline ran out: the client's, not a failure
+                context.deadline_hit = True
+                context.attempts.append((target, Outcome(OutcomeKind.TIMEOUT, detail=DEADLINE)))
+                return AttemptResult()
+            outcome, reply = Outcome(OutcomeKind.TIMEOUT, detail=SLOW_FIRST_TOKEN), None
         try:
             if self.restate is not None:
                 outcome = self.restate(target, outcome, context)
             context.attempts.append((target, outcome))
-            await self._record(target, outcome, context)
+            if reply is not None and reply.stream is not None:
+                reply.outcome = outcome  # recorded when the stream ends (routing.recovery)
+            else:
+                await self._record(target, outcome, context)
         except BaseException:  # cancelled, or a recorder failed: never leak the stream
             if reply is not None:
                 await reply.aclose()
@@ -302,6 +308,10 @@ class AttemptLoop:
     ) -> None:
         """Record a failure found after the attempt answered (a stream that broke)."""
         context.attempts.append((target, outcome))
+        await self._record(target, outcome, context)
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
+        """Record an outcome whose recording was deferred (a stream's success)."""
         await self._record(target, outcome, context)
 
     async def _record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:

@@ -220,19 +220,26 @@ class ChatCompletionsConsumer(ProxyConsumer):
         payload: dict[str, Any],
         result: AttemptResult,
     ) -> None:
-        reply = result.reply
-        assert reply is not None and result.target is not None
-        headers = reply_headers(context, result.target, reply) + self.base_headers()
-        await self.send_headers(status=reply.status, headers=headers)
+        reply, target = result.reply, result.target
+        assert reply is not None and target is not None
+        headers = reply_headers(context, target, reply) + self.base_headers()
         if reply.stream is None:
+            await self.send_headers(status=reply.status, headers=headers)
             await self.send_body(reply.body)
             return
-        await self.send_body(reply.body, more_body=True)
-        await StreamRelay(loop, context, payload, self._send_part).run(result.target, reply)
-        await self.send_body(b"")
+        relay = StreamRelay(loop, context, payload, (self._send_part, self._end), target, reply)
+        try:
+            await self.send_headers(status=reply.status, headers=headers)
+            await self.send_body(reply.body, more_body=True)
+            await relay.run()
+        finally:
+            await relay.settle()
 
     async def _send_part(self, part: bytes) -> None:
         await self.send_body(part, more_body=True)
+
+    async def _end(self) -> None:
+        await self.send_body(b"")
 
 
 class ModelsConsumer(ProxyConsumer):

@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 INTERRUPTED = "upstream_stream_interrupted"
 Send = Callable[[bytes], Awaitable[None]]
+Finish = Callable[[], Awaitable[None]]
 
 
 class Diverged(Exception):
@@ -86,9 +87,10 @@ class Splice(Continuation):
         text = content_of(payload)
         if not self.prefix.startswith(text[:need], self.matched):
             raise Diverged("the regenerated answer differs from the text already sent")
-        self.matched += min(len(text), need)
-        if len(text) > need:
+        if len(text) >= need:  # the prefix is complete: relay the rest of this chunk on
+            self.matched = len(self.prefix)
             return self._emit(payload, need)
+        self.matched += len(text)
         if _finishes(payload):
             raise Diverged("the regenerated answer ended before the text already sent")
         return None
@@ -100,17 +102,31 @@ def _finishes(payload: dict[str, Any]) -> bool:
 
 
 class StreamRelay:
-    """Relays one committed stream to the client, through every segment that finishes it."""
+    """Relays one committed stream to the client, through every segment that finishes it.
+
+    Each segment's attempt is recorded exactly once, when the segment ends: a success when it
+    finished (or a regeneration was set aside, or the client left), a failure when it broke.
+    """
 
     def __init__(
-        self, loop: AttemptLoop, context: AttemptContext, payload: dict[str, Any], send: Send
+        self,
+        loop: AttemptLoop,
+        context: AttemptContext,
+        payload: dict[str, Any],
+        client: tuple[Send, Finish],
+        target: Target,
+        reply: UpstreamReply,
     ) -> None:
-        self.loop, self.context, self.payload, self.send = loop, context, payload, send
+        self.loop, self.context, self.payload = loop, context, payload
+        self.send, self.finish = client
         self.told: list[str] = []  # the assistant text the client has
         self.envelope: dict[str, Any] | None = None  # id, model... of the first stream
+        self._first = (target, reply)
+        self._pending: tuple[Target, UpstreamReply] | None = (target, reply)  # not yet recorded
 
-    async def run(self, target: Target, reply: UpstreamReply) -> None:
-        """Relay ``reply`` (whose head the client has already been sent) to its end."""
+    async def run(self) -> None:
+        """Relay the first reply (whose head the client has been sent already) to its end."""
+        target, reply = self._first
         stream = reply.stream
         assert stream is not None
         self.envelope = stream.state.envelope
@@ -121,22 +137,22 @@ class StreamRelay:
             try:
                 async for part in stream.relay(transform):
                     await self.send(part)
+                await self.finish()
+                await stream.drain()  # so that the pooled connection is reused
+                await self.settle()
                 return
             except StreamBroken as broken:
-                failure = broken
-            except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
+                failure: StreamBroken | None = broken
+            except (httpx.TransportError, aiohttp.ClientError) as exc:
                 failure = StreamBroken(classify_transport_error(exc), type(exc).__name__)
             except Diverged as diverged:  # nothing of this segment reached the client
                 logger.info("request %s: %s", self.context.request_id, diverged)
                 failure = None
+                await self.settle()  # the upstream answered; its text was not ours to use
             finally:
                 await reply.aclose()
             if failure is not None:
-                logger.warning(
-                    "request %s: upstream stream broke after commit (%s on %s)",
-                    self.context.request_id, failure.detail, target.label,
-                )  # fmt: skip
-                await self.loop.record_failure(target, failure.outcome(), self.context)
+                await self._broke(target, failure)
                 first_failure = first_failure or failure
                 self._count(stream, transform)
                 if not self._continuable(stream):
@@ -150,6 +166,22 @@ class StreamRelay:
             stream = reply.stream
             assert stream is not None
         await self.send(self._error(first_failure))
+        await self.finish()
+
+    async def settle(self) -> None:
+        """Record the current segment's attempt as a success, if nothing recorded it yet (also
+        when the client left mid-stream: the upstream was answering)."""
+        pending, self._pending = self._pending, None
+        if pending is not None and pending[1].outcome is not None:
+            await self.loop.record(pending[0], pending[1].outcome, self.context)
+
+    async def _broke(self, target: Target, failure: StreamBroken) -> None:
+        logger.warning(
+            "request %s: upstream stream broke after commit (%s on %s)",
+            self.context.request_id, failure.detail, target.label,
+        )  # fmt: skip
+        self._pending = None
+        await self.loop.record_failure(target, failure.outcome(), self.context)
 
     def _count(self, stream: UpstreamStream, transform: Transform) -> None:
         """Add what the broken segment sent to the text the client has."""
@@ -172,7 +204,8 @@ class StreamRelay:
     async def _next(
         self, candidates: Iterator[Target]
     ) -> tuple[Target, UpstreamReply, Transform] | None:
-        """The next target that answers, with the transform that splices it in."""
+        """The next target that answers, with the transform that splices it in; its head (what
+        it sent before its first token) is sent to the client already."""
         text = "".join(self.told)
         for target in candidates:
             context = self.context
@@ -180,21 +213,26 @@ class StreamRelay:
                 continue
             prefill = self._accepts_prefill(target)
             body = with_prefill(self.payload, text) if prefill and text else self.payload
-            result = await self.loop.attempt(target, context, body)
-            reply = result.reply
-            if reply is None or reply.stream is None:
+            reply = (await self.loop.attempt(target, context, body)).reply
+            if reply is None:
                 continue
+            self._pending = (target, reply)
             transform: Continuation = (
                 Continuation(self.envelope) if prefill or not text else Splice(text, self.envelope)
             )
             try:
+                assert reply.stream is not None
                 head = [p for o in reply.stream.head_events if (p := transform(*o)) is not None]
+                if head:
+                    await self.send(b"".join(head))
             except Diverged as diverged:
                 logger.info("request %s: %s", context.request_id, diverged)
+                await self.settle()
                 await reply.aclose()
                 continue
-            if head:
-                await self.send(b"".join(head))
+            except BaseException:  # the client left, or worse: never leak the upstream stream
+                await reply.aclose()
+                raise
             return target, reply, transform
         return None
 

@@ -18,11 +18,14 @@ silent upstream (the attempt's time-to-first-token limit bounds this phase). Aft
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import aiohttp
+import httpx
 import orjson
 
 from routing.domain.chat_stream import ChatStream, Kind
@@ -33,6 +36,7 @@ from routing.domain.throughput import THROUGHPUT_TOO_LOW, ThroughputWatchdog, us
 logger = logging.getLogger(__name__)
 
 FINISH_GRACE_SECONDS = 0.5
+DRAIN_SECONDS = 0.05
 ENDED_BEFORE_FIRST_TOKEN = "stream ended before the first token"
 SLOW_FIRST_TOKEN = "time to first token"
 Observed = tuple[SseEvent, Kind, dict[str, Any] | None]
@@ -79,25 +83,22 @@ class UpstreamStream:
         self._done = False  # data: [DONE] seen
         self._broken: StreamBroken | None = None  # raised once what preceded it is relayed
         self._eof = False  # the body ended
+        self._whole: bytes | None = None
 
     async def head(self) -> bytes:
-        """Read until the first token (or the end of an answer without one); the events read
-        are kept in ``head_events`` and returned as the bytes to send. Raises
+        """Read until the first token (or a finished answer without one); the events read are
+        kept in ``head_events`` and returned as the bytes to send. Raises
         :class:`StreamBroken` when the stream fails first."""
         while True:
             batch = await self._read(grace=False)
-            if batch is None:
-                if self.state.finished or self._done:
-                    return self._head_bytes()
+            if batch is not None:
+                self.head_events += batch
+                if self._broken is not None:
+                    raise self._broken
+            if self.state.finished or any(kind is Kind.TOKEN for _, kind, _ in batch or ()):
+                return b"".join(event.raw for event, _, _ in self.head_events)
+            if batch is None or self._done:  # ended, or a bare [DONE]: no answer at all
                 raise StreamBroken(OutcomeKind.NETWORK_ERROR, ENDED_BEFORE_FIRST_TOKEN)
-            self.head_events += batch
-            if self._broken is not None:
-                raise self._broken
-            if self._done or self.state.finished or any(k is Kind.TOKEN for _, k, _ in batch):
-                return self._head_bytes()
-
-    def _head_bytes(self) -> bytes:
-        return b"".join(event.raw for event, _, _ in self.head_events)
 
     async def relay(self, transform: Transform = forward) -> AsyncIterator[bytes]:
         """The rest of the stream as client bytes, ending with ``[DONE]``; raises
@@ -109,14 +110,29 @@ class UpstreamStream:
                     yield DONE_EVENT  # ended without [DONE], or lingered after finishing
                     return
                 raise StreamBroken(OutcomeKind.NETWORK_ERROR, "stream cut before the answer ended")
-            out = [part for o in batch if (part := transform(*o)) is not None]
-            if out:
-                yield out[0] if len(out) == 1 else b"".join(out)
+            if transform is forward and self._whole is not None:
+                yield self._whole  # the common case: whole events, none dropped, as they came
+            else:
+                out = [part for o in batch if (part := transform(*o)) is not None]
+                if out:
+                    yield out[0] if len(out) == 1 else b"".join(out)
             if self._broken is not None:  # after what came before it was relayed
                 raise self._broken
 
+    async def drain(self) -> None:
+        """Read what follows ``[DONE]`` (the body's end) for a moment, so that the pooled
+        connection is returned to its pool rather than closed."""
+        if self._eof:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for _ in self._chunks:
+                    pass
+
     async def _read(self, *, grace: bool) -> list[Observed] | None:
-        """The next chunk's observed events (maybe none); ``None`` at the end of the stream."""
+        """The next chunk's observed events (maybe none); ``None`` at the end of the stream.
+        ``_whole`` is the chunk itself when it held whole events only and none was dropped."""
+        self._whole = None
         if self._first:
             chunk, self._first = self._first, b""
         elif self._eof:
@@ -129,13 +145,16 @@ class UpstreamStream:
                 item = self._observe(rest) if rest is not None else None
                 return [item] if item is not None else None
             chunk = read
+        events = self._splitter.feed(chunk)
         observed: list[Observed] = []
-        for event in self._splitter.feed(chunk):
+        for event in events:
             item = self._observe(event)
             if item is not None:
                 observed.append(item)
             if self._done or self._broken is not None:  # nothing after [DONE] or a failure
                 break
+        if len(observed) == len(events) and self._splitter.empty and events:
+            self._whole = b"".join(e.raw for e in events) if len(events) > 1 else events[0].raw
         return observed
 
     async def _next_chunk(self, grace: bool) -> bytes | None:
@@ -148,6 +167,10 @@ class UpstreamStream:
             return None
         except TimeoutError:  # only the grace timer: the transport's own are httpx errors
             return None
+        except (httpx.TransportError, aiohttp.ClientError):
+            if grace:  # the answer had finished: a reset instead of [DONE] ends it
+                return None
+            raise
 
     def _observe(self, event: SseEvent) -> Observed | None:
         kind, payload = self.state.observe(event)
@@ -160,7 +183,7 @@ class UpstreamStream:
             return None
         if kind is Kind.DONE:
             self._done = True
-        if self._watchdog is not None:
+        elif self._watchdog is not None and not self.state.finished:
             useful, protected = useful_bytes(event.name, payload)
             if self._watchdog.observe(useful, protected, time.monotonic()):
                 # this event is relayed (its text is counted as sent), then the stream ends

@@ -112,6 +112,7 @@ class UpstreamReply:
     body: bytes
     response: httpx.Response | None = None
     stream: UpstreamStream | None = None
+    outcome: Outcome | None = None  # a stream's success, recorded once the stream has ended
 
     async def aclose(self) -> None:
         if self.response is not None:

@@ -31,8 +31,8 @@ class Kind(Enum):
 
 
 _ENVELOPE = ("id", "object", "created", "model")
-_TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "refusal", "text")
-_STOP_CONTINUATION = ("tool_calls", "function_call", "refusal")
+_TOKEN_FIELDS = frozenset({"content", "reasoning_content", "reasoning", "text"})
+_STOP_CONTINUATION = frozenset({"tool_calls", "function_call", "refusal"})
 
 
 @dataclass(slots=True)
@@ -45,6 +45,7 @@ class ChatStream:
     continuable: bool = True  # one choice, no tool call, no refusal: a suffix can be stitched
     reasoning: bool = False  # reasoning deltas were sent
     envelope: dict[str, Any] | None = None  # id / object / created / model of the first chunk
+    open_choices: set[int] = field(default_factory=set)  # choices seen without a finish
 
     @property
     def sent_text(self) -> str:
@@ -63,7 +64,7 @@ class ChatStream:
             return Kind.MALFORMED, None
         if not isinstance(payload, dict):
             return Kind.MALFORMED, None
-        if "error" in payload:
+        if payload.get("error"):
             return Kind.ERROR, payload
         if self.envelope is None and "id" in payload:
             self.envelope = {
@@ -79,31 +80,36 @@ class ChatStream:
         choices = payload.get("choices")
         if not isinstance(choices, list):
             return kind
+        finishing = False
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
-            if choice.get("index", 0) != 0:
+            index = choice.get("index", 0)
+            if index != 0:
                 self.continuable = False
             if choice.get("finish_reason"):
-                self.finished = True
+                self.open_choices.discard(index)
+                finishing = True
+            else:
+                self.open_choices.add(index)
             delta = choice.get("delta")
             if isinstance(delta, dict) and delta and self._read_delta(delta):
                 kind = Kind.TOKEN
+        if finishing and not self.open_choices:  # every choice seen has finished
+            self.finished = True
         return kind
 
     def _read_delta(self, delta: dict[str, Any]) -> bool:
         token = False
-        for name in _TOKEN_FIELDS:
-            value = delta.get(name)
-            if isinstance(value, str) and value:
+        for name, value in delta.items():
+            if name in _STOP_CONTINUATION and value:
+                token, self.continuable = True, False
+            elif name in _TOKEN_FIELDS and value and isinstance(value, str):
                 token = True
                 if name == "content":
                     self.text.append(value)
-                elif name.startswith("reasoning"):
+                elif name != "text":
                     self.reasoning = True
-        for name in _STOP_CONTINUATION:
-            if delta.get(name):
-                token, self.continuable = True, False
         return token
 
 
@@ -130,7 +136,8 @@ def continuation_event(
     for choice in chunk.get("choices") or ():
         if not isinstance(choice, dict):
             continue
-        delta = dict(choice.get("delta") or {})
+        given = choice.get("delta")
+        delta = dict(given) if isinstance(given, dict) else {}
         for name in ("role", "reasoning_content", "reasoning"):
             delta.pop(name, None)
         content = delta.get("content")

@@ -8,21 +8,24 @@ name and joined ``data:`` lines. An event's ``raw`` bytes are what the client is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 DONE_DATA = b"[DONE]"
 DONE_EVENT = b"data: [DONE]\n\n"
 _BOUNDARY = b"\n\n"
+_NEWLINE = 10
 
 
-@dataclass(frozen=True, slots=True)
 class SseEvent:
     """One event: its bytes as relayed, its name, and its data (``None`` without a data line:
-    a comment such as ``: ping``, or a bare ``event:``)."""
+    a comment such as ``: ping``, or a bare ``event:``). A plain slotted class: one is made
+    per relayed event."""
 
-    raw: bytes
-    data: bytes | None = None
-    name: str | None = None
+    __slots__ = ("data", "name", "raw")
+
+    def __init__(self, raw: bytes, data: bytes | None = None, name: str | None = None) -> None:
+        self.raw, self.data, self.name = raw, data, name
+
+    def __repr__(self) -> str:
+        return f"SseEvent({self.raw!r})"
 
     @property
     def is_done(self) -> bool:
@@ -31,8 +34,8 @@ class SseEvent:
 
 def parse_event(raw: bytes) -> SseEvent:
     """The fields of one event's bytes (terminated by its blank line or not)."""
-    if raw.startswith(b"data: ") and raw.count(b"\n", 0, -2) == 0:  # the usual one-liner
-        return SseEvent(raw, raw[6:].rstrip(b"\n"))
+    if raw.startswith(b"data: ") and raw.endswith(_BOUNDARY) and raw.find(b"\n", 6) == len(raw) - 2:
+        return SseEvent(raw, raw[6:-2])  # the usual one-liner
     data: list[bytes] = []
     name: str | None = None
     for line in raw.split(b"\n"):
@@ -55,25 +58,36 @@ class SseSplitter:
     def __init__(self) -> None:
         self._buffer = b""
 
+    @property
+    def empty(self) -> bool:
+        """Whether every byte fed so far belongs to an event handed out."""
+        return not self._buffer
+
     def feed(self, chunk: bytes) -> list[SseEvent]:
         buffer = self._buffer + chunk if self._buffer else chunk
+        held = b""
         if b"\r" in buffer:
-            if buffer.endswith(b"\r"):  # a "\r\n" may straddle chunks: wait for its "\n"
-                self._buffer = buffer
-                return []
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            if buffer.endswith(b"\r"):  # a "\r\n" may straddle chunks: hold the "\r"
+                buffer, held = buffer[:-1], b"\r"
+            buffer = _normalised(buffer)
         events: list[SseEvent] = []
-        start = 0
-        while (end := buffer.find(_BOUNDARY, start)) != -1:
-            end += 2
-            raw = buffer[start:end]
-            if raw.strip(b"\n"):  # extra blank lines between events are not events
-                events.append(parse_event(raw.lstrip(b"\n")))
-            start = end
-        self._buffer = buffer[start:] if start < len(buffer) else b""
+        start, size = 0, len(buffer)
+        while True:
+            while start < size and buffer[start] == _NEWLINE:  # blank lines are not events
+                start += 1
+            end = buffer.find(_BOUNDARY, start)
+            if end == -1:
+                break
+            events.append(parse_event(buffer[start : end + 2]))
+            start = end + 2
+        self._buffer = (buffer[start:] if start < len(buffer) else b"") + held
         return events
 
     def rest(self) -> SseEvent | None:
         """What is left when the stream ends: an event without its closing blank line."""
-        raw, self._buffer = self._buffer.strip(b"\n"), b""
+        raw, self._buffer = _normalised(self._buffer).strip(b"\n"), b""
         return parse_event(raw + _BOUNDARY) if raw else None
+
+
+def _normalised(data: bytes) -> bytes:
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n") if b"\r" in data else data

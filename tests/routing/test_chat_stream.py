@@ -107,3 +107,21 @@ def test_error_event_is_one_openai_error_object() -> None:
             "message": "it broke", "type": "upstream_error", "code": "upstream_stream_interrupted",
         }
     }  # fmt: skip
+
+
+def test_with_several_choices_the_answer_finishes_when_every_choice_has() -> None:
+    stream = ChatStream()
+
+    def choices(*items: dict[str, Any]) -> SseEvent:
+        return SseEvent(b"", orjson.dumps({**ENVELOPE, "choices": list(items)}))
+
+    stream.observe(choices({"index": 0, "delta": {"content": "a"}}, {"index": 1, "delta": {}}))
+    stream.observe(choices({"index": 0, "delta": {}, "finish_reason": "stop"}))
+    assert not stream.finished  # choice 1 is still open
+    stream.observe(choices({"index": 1, "delta": {}, "finish_reason": "stop"}))
+    assert stream.finished
+
+
+def test_an_error_field_that_is_null_is_not_an_error() -> None:
+    kind, _ = ChatStream().observe(SseEvent(b"", b'{"error": null, "choices": []}'))
+    assert kind is Kind.PREAMBLE

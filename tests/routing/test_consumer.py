@@ -340,12 +340,12 @@ async def test_a_response_built_already_read_is_relayed_too(
     # MockTransport handlers naturally build read responses; real transports never do.
     def fake(request: httpx.Request) -> httpx.Response:
         if stream:
-            return httpx.Response(200, text="data: [DONE]\n\n")
+            return httpx.Response(200, content=CHUNKS[1] + CHUNKS[2])
         return httpx.Response(503, text="upstream overloaded", headers={"retry-after": "40"})
 
     reply = await call(fake, plain_key, chat(stream=stream))
     if stream:
-        assert reply.status == 200 and b"".join(reply.chunks) == b"data: [DONE]\n\n"
+        assert reply.status == 200 and b"".join(reply.chunks) == CHUNKS[1] + CHUNKS[2]
     else:
         assert reply.status == 503 and reply.headers["retry-after"] == "40"
         assert "upstream overloaded" in reply.json()["error"]["message"]

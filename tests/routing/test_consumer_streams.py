@@ -388,3 +388,83 @@ def add_combo(provider: Provider, overrides: dict[str, int]) -> None:
     combo_save(
         combo=Combo(), fields={"name": "careful", "attempt_overrides": overrides}, targets=targets
     )
+
+
+# --- review fixes: finished answers stay finished, each attempt recorded once ---------------
+
+
+async def test_a_reset_after_the_finish_ends_the_stream_without_recovery(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    finished = streaming(answer_chunks(usage=True, done=False), then=CUT)
+    gateway.fake.behaviours.update({PRIMARY: finished, BACKUP: streaming(answer_chunks())})
+
+    reply = await ask(gateway)
+
+    assert text_of(reply) == "".join(TEXT) and reply.body.endswith(b"data: [DONE]\n\n")
+    assert reply.body.count(b"[DONE]") == 1
+    assert gateway.fake.calls == [PRIMARY]
+
+
+async def test_a_regeneration_whose_finish_completes_the_sent_text_is_not_divergent(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    # the client has "The quick "; the regeneration says "The " then "quick " with its finish
+    regenerated = [
+        chunk({"role": "assistant", "content": "The "}), chunk({"content": "quick "}, "stop"),
+        b"data: [DONE]\n\n",
+    ]  # fmt: skip
+    gateway.fake.behaviours.update({PRIMARY: cut_after(2), BACKUP: streaming(regenerated)})
+
+    reply = await ask(gateway)
+
+    assert text_of(reply) == "The quick "
+    assert b"error" not in reply.body and reply.body.endswith(b"data: [DONE]\n\n")
+
+
+async def test_a_bare_done_before_any_token_fails_over(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    gateway.fake.behaviours.update(
+        {PRIMARY: streaming([b"data: [DONE]\n\n"]), BACKUP: streaming(answer_chunks())}
+    )
+
+    reply = await ask(gateway)
+
+    assert reply.connection == both[1] and text_of(reply) == "".join(TEXT)
+
+
+async def test_a_target_that_always_cuts_after_commit_is_locked_like_any_failing_pair(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    # The commit does not count as a success that resets the pair's run of failures: each
+    # request's attempt is recorded once, as the failure it was.
+    gateway.fake.behaviours.update({PRIMARY: cut_after(1), BACKUP: streaming(answer_chunks())})
+    for _ in range(3):
+        assert text_of(await ask(gateway)) == "".join(TEXT)
+        gateway.clock.advance(1)
+
+    record = await lockout_record(store=gateway.store, provider="acme", connection_id=both[0])
+    slot = model_slot("m1", LockScope.EXACT)
+    assert record.failures[slot].consecutive == 3
+    assert record.lock_for("m1", gateway.clock.now) is not None
+
+
+async def test_a_client_deadline_running_out_is_not_charged_to_the_upstream(
+    gateway: Gateway, primary: int
+) -> None:
+    async def silent(request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    gateway.fake.behaviours[PRIMARY] = silent
+    comm = communicator(
+        gateway.app, gateway.key, extra_headers=[(b"x-omniroute-deadline-ms", b"50")]
+    )
+    await send_body(comm, orjson.dumps({"model": MODEL, "messages": [{"role": "user"}]}))
+
+    reply = await read_reply(comm)
+
+    assert reply.status == 504
+    record = await lockout_record(store=gateway.store, provider="acme", connection_id=primary)
+    assert record.failures == {} and record.locks == {}

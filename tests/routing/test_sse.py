@@ -63,3 +63,22 @@ def test_what_is_left_at_the_end_is_one_event_without_its_blank_line() -> None:
 def test_parse_event_fields(raw: bytes, data: bytes | None, name: str | None) -> None:
     event = parse_event(raw)
     assert (event.data, event.name) == (data, name)
+
+
+def test_bare_carriage_returns_end_lines_too() -> None:
+    events, rest = split(b"data: one\r\r", b"data: two\r\r", b"data: three\r\r")
+    assert [e.data for e in events] == [b"one", b"two"]
+    assert rest is not None and rest.data == b"three"  # its last "\r" could have been a "\r\n"
+
+
+def test_a_leading_newline_is_not_part_of_the_next_event() -> None:
+    events, _ = split(b"data: a\n\n\ndata: b\n\n")
+    assert [e.raw for e in events] == [b"data: a\n\n", b"data: b\n\n"]
+
+
+def test_empty_tells_whether_bytes_are_held() -> None:
+    splitter = SseSplitter()
+    splitter.feed(b"data: a\n\ndata: b")
+    assert not splitter.empty
+    splitter.feed(b"\n\n")
+    assert splitter.empty

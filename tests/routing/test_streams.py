@@ -1,0 +1,81 @@
+"""One upstream stream read event by event (``routing.streams``), without the consumer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from routing.domain.outcomes import OutcomeKind
+from routing.streams import StreamBroken, UpstreamStream
+
+TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'
+FINISH = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+
+
+class Armed:
+    """A watchdog that aborts every event it sees once armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.seen = 0
+
+    def observe(self, useful: int, protected: bool, now: float) -> bool:
+        self.seen += 1
+        return self.armed
+
+
+async def body(*chunks: bytes) -> AsyncIterator[bytes]:
+    for part in chunks:
+        yield part
+
+
+async def relayed(stream: UpstreamStream) -> list[bytes]:
+    return [part async for part in stream.relay()]
+
+
+async def test_the_watchdog_never_judges_a_finished_answer() -> None:
+    watchdog = Armed()
+    stream = UpstreamStream(TOKEN, body(FINISH, DONE), watchdog)  # type: ignore[arg-type]
+    assert await stream.head() == TOKEN
+    watchdog.armed = True
+
+    assert await relayed(stream) == [FINISH, DONE]
+
+
+async def test_the_watchdog_aborts_an_unfinished_answer_after_relaying_the_event() -> None:
+    watchdog = Armed()
+    stream = UpstreamStream(TOKEN, body(TOKEN, FINISH, DONE), watchdog)  # type: ignore[arg-type]
+    await stream.head()
+    watchdog.armed = True
+    parts: list[bytes] = []
+
+    with pytest.raises(StreamBroken) as broken:
+        async for part in stream.relay():
+            parts.append(part)
+
+    assert parts == [TOKEN]  # the event that tripped it was sent, and counted as sent
+    assert broken.value.kind is OutcomeKind.TIMEOUT and stream.state.sent_text == "aa"
+
+
+async def test_whole_chunks_are_relayed_as_they_came_and_split_events_once_complete() -> None:
+    stream = UpstreamStream(TOKEN, body(TOKEN + FINISH[:20], FINISH[20:], DONE))
+    await stream.head()
+
+    assert await relayed(stream) == [TOKEN, FINISH, DONE]
+
+
+async def test_an_in_band_error_after_text_relays_the_text_first() -> None:
+    error = b"data: " + orjson.dumps({"error": {"message": "overloaded"}}) + b"\n\n"
+    stream = UpstreamStream(TOKEN, body(TOKEN + error))
+    await stream.head()
+    parts: list[bytes] = []
+
+    with pytest.raises(StreamBroken) as broken:
+        async for part in stream.relay():
+            parts.append(part)
+
+    assert parts == [TOKEN] and broken.value.kind is OutcomeKind.HTTP_ERROR
+    assert b"overloaded" in broken.value.body
