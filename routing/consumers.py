@@ -80,6 +80,8 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.body_size = 0
         self.rejected = False
         self.started = False  # whether the response has begun (no error body after that)
+        self._working = False  # race_disconnect's work is running
+        self._client_left = False  # the client disconnected while it was
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         self._receive = receive  # kept so the relay can watch for http.disconnect
@@ -148,23 +150,34 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         return [(b"x-omniroute-request-id", self.request_id.encode())]
 
     async def race_disconnect(self, work: Any) -> None:
-        """Run ``work`` until done or until the client disconnects (then cancel it)."""
-        task = asyncio.ensure_future(work)
-        gone = asyncio.ensure_future(self._wait_for_disconnect())
-        try:
-            done, _ = await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when handle() itself is cancelled (server shutdown)
-            for pending_task in (task, gone):
-                pending_task.cancel()
-            await asyncio.gather(task, gone, return_exceptions=True)
-        if task in done:
-            task.result()
+        """Run ``work`` until done or until the client disconnects (then cancel it).
 
-    async def _wait_for_disconnect(self) -> None:
+        ``work`` runs in this task; a watcher task cancels this task when ``http.disconnect``
+        arrives while ``work`` is still running, and that one cancellation is absorbed here.
+        (One task and no ``asyncio.wait`` per request: this runs on every proxied request.)
+        """
+        current = asyncio.current_task()
+        assert current is not None
+        self._working = True
+        watcher = asyncio.ensure_future(self._cancel_on_disconnect(current))
+        try:
+            await work
+        except asyncio.CancelledError:
+            if not self._client_left:
+                raise  # cancelled from outside (server shutdown): not ours to absorb
+            current.uncancel()
+        finally:
+            self._working = False
+            watcher.cancel()
+
+    async def _cancel_on_disconnect(self, task: asyncio.Task[Any]) -> None:
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
-                return
+                break
+        if self._working:
+            self._client_left = True
+            task.cancel()
 
 
 def _internal_error() -> GatewayError:

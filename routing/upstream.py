@@ -164,6 +164,7 @@ class Upstream:
         ] = {}
         self.timeout = default_timeout()
         self._timeouts: dict[float, dict[str, float]] = {}
+        self._urls: dict[str, httpx.URL] = {}
 
     def transport(self, provider: str = "", proxy_url: str = "") -> httpx.AsyncBaseTransport:
         """The pool for this provider and proxy: one provider's streams can never exhaust the
@@ -175,6 +176,13 @@ class Upstream:
         if transport is None:
             transport = self._transports[key] = build_transport(proxy_url)
         return transport
+
+    def _url(self, base_url: str) -> httpx.URL:
+        """The parsed chat completions URL of a base URL (parsing one costs ~20 µs)."""
+        url = self._urls.get(base_url)
+        if url is None:
+            url = self._urls[base_url] = httpx.URL(f"{base_url}/chat/completions")
+        return url
 
     def _timeout(self, idle_seconds: float | None) -> dict[str, float]:
         if idle_seconds is None or idle_seconds == self.timeout["read"]:
@@ -196,7 +204,7 @@ class Upstream:
         started = time.monotonic()
         request = httpx.Request(
             "POST",
-            f"{target.connection.base_url}/chat/completions",
+            self._url(target.connection.base_url),
             content=payload,
             headers=_upstream_headers(target, stream),
             extensions={"timeout": self._timeout(limits.idle_seconds)},

@@ -78,8 +78,13 @@ class ChatStream:
             self.usage = True
             kind = Kind.USAGE
         choices = payload.get("choices")
-        if not isinstance(choices, list):
+        if type(choices) is not list:
             return kind
+        if len(choices) == 1 and kind is Kind.PREAMBLE:  # most events: one text delta
+            text = _plain_text(choices[0])
+            if text:
+                self.text.append(text)
+                return Kind.TOKEN
         finishing = False
         for choice in choices:
             if not isinstance(choice, dict):
@@ -111,6 +116,17 @@ class ChatStream:
                 elif name != "text":
                     self.reasoning = True
         return token
+
+
+def _plain_text(choice: Any) -> str | None:
+    """The text of a first choice carrying nothing but text (no finish), else ``None``."""
+    if type(choice) is not dict or choice.get("finish_reason") or choice.get("index", 0):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict or len(delta) != 1:
+        return None
+    text = delta.get("content")
+    return text if type(text) is str else None
 
 
 def content_of(payload: dict[str, Any] | None) -> str:

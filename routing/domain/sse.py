@@ -64,6 +64,9 @@ class SseSplitter:
         return not self._buffer
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
+        if not self._buffer and chunk.startswith(b"data: ") and chunk.endswith(_BOUNDARY):
+            if chunk.find(b"\n", 6) == len(chunk) - 2:  # most chunks: one one-line event
+                return [SseEvent(chunk, chunk[6:-2])]
         buffer = self._buffer + chunk if self._buffer else chunk
         held = b""
         if b"\r" in buffer:
