@@ -186,6 +186,12 @@ def backup(acme: Provider) -> int:
     return add_connection(acme, "backup", BACKUP, priority=20)
 
 
+@pytest.fixture
+def both(primary: int, backup: int) -> tuple[int, int]:
+    """``acme``'s primary and backup connections, in that order."""
+    return primary, backup
+
+
 # --- the provider-breaker tests (tests/routing/breaker_support.py) ---------------------------
 
 
