@@ -87,7 +87,7 @@ class AttemptContext:
     stopped: bool = False  # the policy returned a failure to the client
     deadline_at: float = math.inf  # monotonic; ``attempts.deadlineMs`` or the client's header
     deadline_hit: bool = False
-    policy: AttemptPolicy = field(default_factory=AttemptPolicy)  # the combo's, or the global
+    policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
         self.policy = self.snapshot.attempt_policy(self.plan.combo)
