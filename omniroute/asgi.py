@@ -14,17 +14,21 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
 from routing.consumers import (  # noqa: E402
-    ChatCompletionsConsumer,
     ModelsConsumer,
     NotFoundConsumer,
+    RelayConsumer,
 )
+from routing.domain.endpoints import CHAT_COMPLETIONS, MESSAGES, RESPONSES  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": URLRouter(
             [
-                path("v1/chat/completions", ChatCompletionsConsumer.as_asgi()),
+                path("v1/chat/completions", RelayConsumer.as_asgi(endpoint=CHAT_COMPLETIONS)),
+                path("v1/responses", RelayConsumer.as_asgi(endpoint=RESPONSES)),
+                path("v1/messages", RelayConsumer.as_asgi(endpoint=MESSAGES)),
                 path("v1/models", ModelsConsumer.as_asgi()),
+                path("v1/models/<path:model>", ModelsConsumer.as_asgi()),
                 re_path(r"^v1/", NotFoundConsumer.as_asgi()),
                 re_path(r"", django_app),  # type: ignore[arg-type]  # an ASGI app
             ]

@@ -35,11 +35,12 @@ from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
+from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target
 from routing.payload import encode_for_target
 from routing.streams import SLOW_FIRST_TOKEN
-from routing.upstream import NO_LIMITS, AttemptLimits, Upstream, UpstreamReply
+from routing.upstream import NO_LIMITS, AttemptLimits, Forwarded, Upstream, UpstreamReply
 
 DEADLINE = "request deadline"
 
@@ -87,6 +88,9 @@ class AttemptContext:
     stopped: bool = False  # the policy returned a failure to the client
     deadline_at: float = math.inf  # monotonic; ``attempts.deadlineMs`` or the client's header
     deadline_hit: bool = False
+    endpoint: Endpoint = CHAT_COMPLETIONS  # the client API asked
+    forwarded: Forwarded = ()  # client headers the endpoint passes upstream
+    tools: int = 0  # how many tools the request declares
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
@@ -241,8 +245,9 @@ class AttemptLoop:
         try:
             async with asyncio.timeout(min(budget, first_token)):
                 outcome, reply = await self.upstream.send(
-                    target, body, stream=context.stream, limits=limits
-                )
+                    target, body, stream=context.stream, limits=limits,
+                    endpoint=context.endpoint, forwarded=context.forwarded,
+                )  # fmt: skip
         except TimeoutError:
             if deadline_bound:  # the request's deadline ran out: the client's, not a failure
                 context.deadline_hit = True

@@ -26,22 +26,25 @@ from resilience.store import StateStore
 from routing import attempts
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 from routing.domain.auth import authenticate, presented_key
-from routing.domain.catalog import model_list
+from routing.domain.catalog import model_detail, model_list
 from routing.domain.config import ConfigSnapshot, KeyInfo
+from routing.domain.endpoints import CHAT_COMPLETIONS, MESSAGES, Endpoint
 from routing.domain.errors import GatewayError
-from routing.domain.planning import plan_route
+from routing.domain.planning import Target, plan_route
+from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_recorders
 from routing.guards.restatement import restate
-from routing.payload import parse_chat_request
 from routing.recovery import StreamRelay
-from routing.relay import failure_response, reply_headers
+from routing.relay import WARNING_HEADER, failure_response, reply_headers, with_warnings
+from routing.response_pins import pinned_plan, remember, response_id
 from routing.snapshot import current_snapshot
-from routing.upstream import Upstream
+from routing.upstream import Forwarded, Upstream
 
 logger = logging.getLogger(__name__)
 
 JSON = b"application/json"
 DEADLINE_HEADER = b"x-omniroute-deadline-ms"
+ANTHROPIC_VERSION = b"anthropic-version"
 NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
 
@@ -63,6 +66,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
     """Common shell: method check, body limit, auth, errors, request id."""
 
     allowed_methods: tuple[str, ...] = ("POST",)
+    endpoint: Endpoint = CHAT_COMPLETIONS  # whose error shape this consumer answers in
     # The proxy needs no channel layer; skipping it saves a channel per request.
     channel_layer_alias = NO_CHANNEL_LAYER
 
@@ -142,9 +146,16 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         return snapshot, key
 
     async def send_error(self, error: GatewayError) -> None:
-        headers = [(b"content-type", JSON), *self.base_headers()]
+        headers = [(b"content-type", JSON)]
         headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
-        await self.send_response(error.status, error.body(), headers=headers)
+        await self.send_error_body(error.status, error.body(), headers)
+
+    async def send_error_body(
+        self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> None:
+        """An error answer, in the client API's own error shape."""
+        body = self.endpoint.render_error(status, body)
+        await self.send_response(status, body, headers=headers + self.base_headers())
 
     def base_headers(self) -> list[tuple[bytes, bytes]]:
         return [(b"x-omniroute-request-id", self.request_id.encode())]
@@ -194,18 +205,30 @@ def _too_large() -> GatewayError:
     )
 
 
-class ChatCompletionsConsumer(ProxyConsumer):
-    """``POST /v1/chat/completions``, streaming and not."""
+class RelayConsumer(ProxyConsumer):
+    """One client API, as its :class:`Endpoint` declares it: parse, plan on the targets that
+    speak its wire format, run the attempt loop, relay the answer (streaming or not)."""
+
+    endpoint: Endpoint = CHAT_COMPLETIONS
+
+    def __init__(self, *args: Any, endpoint: Endpoint | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if endpoint is not None:
+            self.endpoint = endpoint
 
     async def serve(self, body: bytes) -> None:
         snapshot, key = await self.authenticated()  # before parsing: strangers cost no parse
-        payload = parse_chat_request(body)
-        plan = plan_route(snapshot, payload["model"], key)
-        stream = bool(payload.get("stream", False))
+        request = self.endpoint.parse(body)
+        plan = plan_route(snapshot, request.model, key, self.endpoint.wire_format)
         await resilience_ready(self.store)
-        context = AttemptContext(self.request_id, key, plan, stream, snapshot)
+        if request.previous_response_id is not None:
+            plan = await pinned_plan(self.store, plan, request.previous_response_id)
+        context = AttemptContext(
+            self.request_id, key, plan, request.stream, snapshot,
+            endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
+        )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
-        await self.race_disconnect(self._attempt_and_relay(context, payload))
+        await self.race_disconnect(self._attempt_and_relay(context, request))
 
     def _deadline_ms(self, policy: AttemptPolicy) -> int:
         header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)
@@ -214,15 +237,25 @@ class ChatCompletionsConsumer(ProxyConsumer):
         except ValueError as error:
             raise GatewayError(400, "invalid_deadline", str(error)) from error
 
-    async def _attempt_and_relay(self, context: AttemptContext, payload: dict[str, Any]) -> None:
+    def _forwarded(self) -> Forwarded:
+        passed = self.endpoint.passed_headers
+        if not passed:
+            return ()
+        return tuple(
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self.scope["headers"]
+            if name in passed
+        )
+
+    async def _attempt_and_relay(self, context: AttemptContext, request: ClientRequest) -> None:
         loop = attempt_loop(self.upstream, self.store)
-        result = await loop.run(context, payload)
+        result = await loop.run(context, request.payload)
         if result.reply is None:
             status, body, headers = failure_response(context)
-            await self.send_response(status, body, headers=headers + self.base_headers())
+            await self.send_error_body(status, body, headers)
             return
         try:
-            await self._relay(loop, context, payload, result)
+            await self._relay(loop, context, request, result)
         finally:
             await result.reply.aclose()
 
@@ -230,23 +263,35 @@ class ChatCompletionsConsumer(ProxyConsumer):
         self,
         loop: AttemptLoop,
         context: AttemptContext,
-        payload: dict[str, Any],
+        request: ClientRequest,
         result: AttemptResult,
     ) -> None:
         reply, target = result.reply, result.target
         assert reply is not None and target is not None
+        if reply.stream is None and request.warnings:
+            reply.body = with_warnings(reply.body, request.warnings)
         headers = reply_headers(context, target, reply) + self.base_headers()
+        headers += [(WARNING_HEADER, text.encode()) for text in request.warnings]
         if reply.stream is None:
             await self.send_headers(status=reply.status, headers=headers)
             await self.send_body(reply.body)
+            if self.endpoint.pins_responses:
+                await self._pin(response_id(reply.body), target)
             return
-        relay = StreamRelay(loop, context, payload, (self._send_part, self._end), target, reply)
+        client = (self._send_part, self._end)
+        relay = StreamRelay(loop, context, request.payload, client, target, reply)
         try:
             await self.send_headers(status=reply.status, headers=headers)
             await self.send_body(reply.body, more_body=True)
             await relay.run()
         finally:
             await relay.settle()
+        if self.endpoint.pins_responses and reply.stream.state.envelope:
+            await self._pin(reply.stream.state.envelope.get("id"), target)
+
+    async def _pin(self, answer_id: str | None, target: Target) -> None:
+        if answer_id:
+            await remember(self.store, answer_id, target.connection.id)
 
     async def _send_part(self, part: bytes) -> None:
         await self.send_body(part, more_body=True)
@@ -255,14 +300,29 @@ class ChatCompletionsConsumer(ProxyConsumer):
         await self.send_body(b"")
 
 
+class ChatCompletionsConsumer(RelayConsumer):
+    """``POST /v1/chat/completions``, streaming and not."""
+
+    endpoint = CHAT_COMPLETIONS
+
+
 class ModelsConsumer(ProxyConsumer):
-    """``GET /v1/models``: the combos and declared models the key may use."""
+    """``GET /v1/models`` and ``GET /v1/models/{id}``: the combos and declared models the key
+    may use, in Anthropic's shape when the client sends ``anthropic-version``."""
 
     allowed_methods = ("GET",)
 
     async def serve(self, body: bytes) -> None:
+        anthropic = any(name == ANTHROPIC_VERSION for name, _ in self.scope["headers"])
+        if anthropic:
+            self.endpoint = MESSAGES  # errors in Anthropic's shape too
         snapshot, key = await self.authenticated()
-        payload = model_list(snapshot, key, created=int(time.time()))
+        name = self.scope.get("url_route", {}).get("kwargs", {}).get("model")
+        created = int(time.time())
+        if name is None:
+            payload = model_list(snapshot, key, created=created, anthropic=anthropic)
+        else:
+            payload = model_detail(snapshot, key, name, created=created, anthropic=anthropic)
         headers = [(b"content-type", JSON), *self.base_headers()]
         await self.send_response(200, payload, headers=headers)
 

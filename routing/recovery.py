@@ -29,7 +29,6 @@ from routing.domain.chat_stream import (
     Kind,
     content_of,
     continuation_event,
-    error_event,
     with_prefill,
 )
 from routing.domain.planning import Target
@@ -246,4 +245,6 @@ class StreamRelay:
             f"The upstream stream broke after the answer began ({detail}), "
             "and no target could finish it."
         )
-        return error_event(message, INTERRUPTED)
+        first = self._first[1].stream
+        assert first is not None
+        return first.state.error_event(message, INTERRUPTED)  # in the client API's own shape

@@ -20,6 +20,18 @@ TERMINAL_NONE = "no_executable_targets"
 
 Headers = list[tuple[bytes, bytes]]
 JSON = b"application/json"
+WARNING_HEADER = b"x-omniroute-warning"
+
+
+def with_warnings(body: bytes, warnings: tuple[str, ...]) -> bytes:
+    """A plain JSON answer with the gateway's ``warnings`` added (``background`` served
+    synchronously, ...)."""
+    if not warnings:
+        return body
+    parsed = orjson.loads(body)  # a JSON object: the upstream client checked it
+    given = parsed.get("warnings")
+    parsed["warnings"] = [*(given if isinstance(given, list) else ()), *warnings]
+    return orjson.dumps(parsed)
 
 
 def decision_header(context: AttemptContext, target: Target | None) -> bytes:

@@ -6,9 +6,10 @@ silent upstream (the attempt's time-to-first-token limit bounds this phase). Aft
 (:meth:`UpstreamStream.relay`) events go to the client as they come, with these rules:
 
 * a malformed event (data that is not a JSON object) is dropped and logged; the stream goes on;
-* a body that ends after the answer finished but without ``data: [DONE]`` ends the client's
-  stream at once with a ``[DONE]`` of the gateway's; one that stays open after the finish and
-  the usage block (or ``FINISH_GRACE_SECONDS`` after the finish) is ended the same way;
+* a body that ends after the answer finished but without its end marker (``data: [DONE]``,
+  ``message_stop``) ends the client's stream at once with the gateway's own; one that stays open
+  after the finish and the usage block (or ``FINISH_GRACE_SECONDS`` after the finish) is ended
+  the same way;
 * a body that ends before the answer finished, a reset, an idle stall (the transport's read
   timeout, ``attempts.streamIdleMs``), an in-band error event or the throughput watchdog raise
   :class:`StreamBroken`: the attempt failed after commit, and recovery decides what the client
@@ -28,9 +29,10 @@ import aiohttp
 import httpx
 import orjson
 
-from routing.domain.chat_stream import ChatStream, Kind
+from routing.domain.chat_stream import ChatStream
 from routing.domain.outcomes import Outcome, OutcomeKind
-from routing.domain.sse import DONE_EVENT, SseEvent, SseSplitter
+from routing.domain.sse import SseEvent, SseSplitter
+from routing.domain.stream_state import Kind, StreamState
 from routing.domain.throughput import THROUGHPUT_TOO_LOW, ThroughputWatchdog, useful_bytes
 
 logger = logging.getLogger(__name__)
@@ -72,8 +74,9 @@ class UpstreamStream:
         chunks: AsyncIterator[bytes],
         watchdog: ThroughputWatchdog | None = None,
         label: str = "",
+        state: StreamState | None = None,
     ) -> None:
-        self.state = ChatStream()
+        self.state: StreamState = state if state is not None else ChatStream()
         self.head_events: list[Observed] = []
         self._chunks = chunks
         self._watchdog = watchdog
@@ -106,8 +109,9 @@ class UpstreamStream:
         while not self._done:
             batch = await self._read(grace=self.state.finished)
             if batch is None:
-                if self.state.finished:
-                    yield DONE_EVENT  # ended without [DONE], or lingered after finishing
+                if self.state.finished:  # ended without its end marker, or lingered after it
+                    if self.state.end_event:
+                        yield self.state.end_event
                     return
                 raise StreamBroken(OutcomeKind.NETWORK_ERROR, "stream cut before the answer ended")
             if transform is forward and self._whole is not None:

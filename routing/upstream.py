@@ -30,6 +30,7 @@ from django.conf import settings
 from httpx_aiohttp import AiohttpTransport
 
 from resilience.domain.stream_recovery import WatchdogSettings
+from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.planning import Target
 from routing.domain.throughput import ThroughputWatchdog
@@ -119,7 +120,11 @@ class UpstreamReply:
             await self.response.aclose()
 
 
-def _upstream_headers(target: Target, stream: bool) -> dict[str, str]:
+Forwarded = tuple[tuple[str, str], ...]
+"""Client request headers an endpoint passes upstream (``anthropic-version``, ...)."""
+
+
+def _upstream_headers(target: Target, stream: bool, forwarded: Forwarded) -> dict[str, str]:
     headers = {
         "content-type": "application/json",
         "accept": "text/event-stream" if stream else "application/json",
@@ -132,6 +137,7 @@ def _upstream_headers(target: Target, stream: bool) -> dict[str, str]:
         headers["anthropic-version"] = "2023-06-01"
     elif secret:
         headers["authorization"] = f"Bearer {secret}"
+    headers.update(forwarded)
     return headers
 
 
@@ -164,7 +170,7 @@ class Upstream:
         ] = {}
         self.timeout = default_timeout()
         self._timeouts: dict[float, dict[str, float]] = {}
-        self._urls: dict[str, httpx.URL] = {}
+        self._urls: dict[tuple[str, str], httpx.URL] = {}
 
     def transport(self, provider: str = "", proxy_url: str = "") -> httpx.AsyncBaseTransport:
         """The pool for this provider and proxy: one provider's streams can never exhaust the
@@ -177,11 +183,11 @@ class Upstream:
             transport = self._transports[key] = build_transport(proxy_url)
         return transport
 
-    def _url(self, base_url: str) -> httpx.URL:
-        """The parsed chat completions URL of a base URL (parsing one costs ~20 µs)."""
-        url = self._urls.get(base_url)
+    def _url(self, base_url: str, path: str) -> httpx.URL:
+        """The parsed URL of an endpoint's path under a base URL (parsing one costs ~20 µs)."""
+        url = self._urls.get((base_url, path))
         if url is None:
-            url = self._urls[base_url] = httpx.URL(f"{base_url}/chat/completions")
+            url = self._urls[base_url, path] = httpx.URL(f"{base_url}{path}")
         return url
 
     def _timeout(self, idle_seconds: float | None) -> dict[str, float]:
@@ -199,14 +205,17 @@ class Upstream:
         *,
         stream: bool,
         limits: AttemptLimits = NO_LIMITS,
+        endpoint: Endpoint = CHAT_COMPLETIONS,
+        forwarded: Forwarded = (),
     ) -> tuple[Outcome, UpstreamReply | None]:
-        """One attempt; the reply is set only on success and the caller must close it."""
+        """One attempt at ``endpoint``'s upstream path; the reply is set only on success and
+        the caller must close it."""
         started = time.monotonic()
         request = httpx.Request(
             "POST",
-            self._url(target.connection.base_url),
+            self._url(target.connection.base_url, endpoint.upstream_path),
             content=payload,
-            headers=_upstream_headers(target, stream),
+            headers=_upstream_headers(target, stream, forwarded),
             extensions={"timeout": self._timeout(limits.idle_seconds)},
         )
         response: httpx.Response | None = None
@@ -214,7 +223,7 @@ class Upstream:
             transport = self.transport(target.provider.slug, target.connection.proxy_url)
             response = await transport.handle_async_request(request)
             response.request = request
-            return await _read(response, stream, started, limits, target.label)
+            return await _read(response, stream, started, limits, target.label, endpoint)
         except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
             # aiohttp errors the transport does not translate (a malformed reply) count too.
             if response is not None:
@@ -235,7 +244,12 @@ def _failure(kind: OutcomeKind, detail: str, started: float) -> Outcome:
 
 
 async def _read(
-    response: httpx.Response, stream: bool, started: float, limits: AttemptLimits, label: str
+    response: httpx.Response,
+    stream: bool,
+    started: float,
+    limits: AttemptLimits,
+    label: str,
+    endpoint: Endpoint,
 ) -> tuple[Outcome, UpstreamReply | None]:
     content_type = response.headers.get("content-type", "application/json")
     if not 200 <= response.status_code < 300:  # a redirect is no answer either
@@ -266,7 +280,8 @@ async def _read(
             await response.aclose()
             return _garbage(MALFORMED_STREAM, started), None
         watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
-        events = UpstreamStream(first.removeprefix(_BOM), chunks, watchdog, label)
+        state = endpoint.stream_state()
+        events = UpstreamStream(first.removeprefix(_BOM), chunks, watchdog, label, state)
         broken: StreamBroken | None = None
         head = b""
         try:

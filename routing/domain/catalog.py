@@ -1,10 +1,16 @@
-"""The ``GET /v1/models`` listing (pure)."""
+"""The ``GET /v1/models`` listing and ``GET /v1/models/{id}``, in the shape each SDK expects
+(pure): OpenAI's ``{"object": "list", "data": [...]}``, or Anthropic's ``{"data": [...],
+"has_more", "first_id", "last_id"}`` when the client speaks Anthropic's API."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
 from routing.domain.config import ConfigSnapshot, KeyInfo
+from routing.domain.errors import GatewayError
 
 
 def model_ids(snapshot: ConfigSnapshot, key: KeyInfo) -> list[str]:
@@ -17,13 +23,36 @@ def model_ids(snapshot: ConfigSnapshot, key: KeyInfo) -> list[str]:
     return sorted(name for name in names if key.allows_model(name))
 
 
-def model_list(snapshot: ConfigSnapshot, key: KeyInfo, *, created: int) -> bytes:
-    """An OpenAI model list body."""
-    data = [
-        {"id": name, "object": "model", "created": created, "owned_by": _owner(snapshot, name)}
-        for name in model_ids(snapshot, key)
-    ]
+def _openai(snapshot: ConfigSnapshot, name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": _owner(snapshot, name)}
+
+
+def _anthropic(name: str, created: int) -> dict[str, Any]:
+    stamp = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "model", "id": name, "display_name": name, "created_at": stamp}
+
+
+def model_list(
+    snapshot: ConfigSnapshot, key: KeyInfo, *, created: int, anthropic: bool = False
+) -> bytes:
+    """The model list body."""
+    names = model_ids(snapshot, key)
+    if anthropic:
+        data = [_anthropic(name, created) for name in names]
+        first, last = (names[0], names[-1]) if names else (None, None)
+        return orjson.dumps({"data": data, "has_more": False, "first_id": first, "last_id": last})
+    data = [_openai(snapshot, name, created) for name in names]
     return orjson.dumps({"object": "list", "data": data})
+
+
+def model_detail(
+    snapshot: ConfigSnapshot, key: KeyInfo, name: str, *, created: int, anthropic: bool = False
+) -> bytes:
+    """One model the key may use, or a 404 ``model_not_found``."""
+    if name not in model_ids(snapshot, key):
+        raise GatewayError(404, "model_not_found", f"The model '{name}' does not exist.")
+    detail = _anthropic(name, created) if anthropic else _openai(snapshot, name, created)
+    return orjson.dumps(detail)
 
 
 def _owner(snapshot: ConfigSnapshot, name: str) -> str:

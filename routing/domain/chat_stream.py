@@ -11,24 +11,14 @@ second ``role`` delta, and, after a regeneration, only the text the client does 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
-from routing.domain.sse import SseEvent
+from routing.domain.sse import DONE_EVENT, SseEvent
+from routing.domain.stream_state import Kind
 
-
-class Kind(Enum):
-    """An event's role in the stream."""
-
-    PREAMBLE = "preamble"  # a role-only or empty delta, a comment or heartbeat
-    TOKEN = "token"  # any delta the client reads: text, reasoning, a tool call, a refusal
-    USAGE = "usage"  # a usage block without choices
-    DONE = "done"  # data: [DONE]
-    MALFORMED = "malformed"  # data that is not a JSON object
-    ERROR = "error"  # an in-band error object from the upstream
-
+__all__ = ["ChatStream", "Kind", "content_of", "continuation_event", "error_event"]
 
 _ENVELOPE = ("id", "object", "created", "model")
 _TOKEN_FIELDS = frozenset({"content", "reasoning_content", "reasoning", "text"})
@@ -46,6 +36,10 @@ class ChatStream:
     reasoning: bool = False  # reasoning deltas were sent
     envelope: dict[str, Any] | None = None  # id / object / created / model of the first chunk
     open_choices: set[int] = field(default_factory=set)  # choices seen without a finish
+    end_event: ClassVar[bytes] = DONE_EVENT
+
+    def error_event(self, message: str, code: str) -> bytes:
+        return error_event(message, code)
 
     @property
     def sent_text(self) -> str:

@@ -84,3 +84,34 @@ def _error_type_for(status: int) -> str:
     if status >= 500:
         return "upstream_error"
     return "invalid_request_error"
+
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+    403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+    429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error",
+}  # fmt: skip
+
+
+def anthropic_error_body(status: int, body: bytes) -> bytes:
+    """An error body in Anthropic's shape, ``{"type": "error", "error": {"type", "message"}}``,
+    from the OpenAI-style one the gateway builds; the gateway's ``code`` is kept in the error
+    object, other top-level fields (diagnostics, recovery hints) beside it. A body already in
+    Anthropic's shape (an Anthropic upstream's) is kept as it is."""
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict) and parsed.get("type") == "error":
+        return body
+    given = parsed.get("error") if isinstance(parsed, dict) else None
+    given = given if isinstance(given, dict) else {}
+    fallback = "api_error" if status >= 500 else "invalid_request_error"
+    error: dict[str, Any] = {
+        "type": _ANTHROPIC_TYPES.get(status, fallback),
+        "message": str(given.get("message") or f"HTTP {status}"),
+    }
+    if given.get("code"):
+        error["code"] = given["code"]
+    rest = {k: v for k, v in parsed.items() if k != "error"} if isinstance(parsed, dict) else {}
+    return orjson.dumps({"type": "error", "error": error, **rest})

@@ -63,7 +63,9 @@ def plan_route(
     else:
         steps = [(s.provider, s.model, s.connection_id) for s in combo.steps]
         strategy = combo.strategy
-    targets = _expand(snapshot, steps, key, wire_format)
+    targets, other_formats = _expand(snapshot, steps, key, wire_format)
+    if not targets and other_formats:
+        raise _wrong_format(model, wire_format, sorted(other_formats))
     if not targets:
         raise GatewayError(
             503,
@@ -74,20 +76,38 @@ def plan_route(
     return RoutePlan(model, strategy, tuple(targets), combo.name if combo else None)
 
 
+def _wrong_format(model: str, wire_format: str, formats: list[str]) -> GatewayError:
+    """404 ``no_executable_targets``: the model's providers speak only other wire formats."""
+    message = (
+        f"No target of '{model}' speaks this API's wire format ({wire_format}); its providers "
+        f"speak {', '.join(formats)}, and the gateway does not translate between formats."
+    )
+    diagnostics = {
+        "terminalReason": "no_executable_targets", "wireFormat": wire_format,
+        "targetFormats": formats,
+    }  # fmt: skip
+    return GatewayError(404, "no_executable_targets", message, extra={"diagnostics": diagnostics})
+
+
 def _expand(
     snapshot: ConfigSnapshot,
     steps: list[tuple[str, str, int | None]],
     key: KeyInfo,
     wire_format: str,
-) -> list[Target]:
+) -> tuple[list[Target], set[str]]:
+    """The targets, and the wire formats of the providers skipped for speaking another one."""
     targets: list[Target] = []
+    other_formats: set[str] = set()
     for index, (slug, model, pinned) in enumerate(steps):
         provider = snapshot.providers.get(slug)
-        if provider is None or provider.wire_format != wire_format:
+        if provider is None:
+            continue
+        if provider.wire_format != wire_format:
+            other_formats.add(provider.wire_format)
             continue
         for connection in snapshot.connections_for(slug):
             if pinned is not None and connection.id != pinned:
                 continue
             if connection.serves(model) and key.allows_connection(connection.id):
                 targets.append(Target(provider, connection, model, index))
-    return targets
+    return targets, other_formats

@@ -25,7 +25,8 @@ from routing.domain.keys import hash_key, key_is_usable, model_is_allowed
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import Target, plan_route
 from routing.domain.vocabulary import WireFormat
-from routing.payload import encode_for_target, parse_chat_request
+from routing.domain.requests import parse_chat_request
+from routing.payload import encode_for_target
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -151,7 +152,7 @@ def test_plan_route_names_strategy_and_combo(
         ("alpha/big", key(models=["beta/*"]), 403, "model_not_allowed"),
         ("duo", key(models=["alpha/big"]), 403, "model_not_allowed"),
         ("alpha/big", key(connections=[3]), 503, "all_accounts_inactive"),
-        ("anth/claude", key(), 503, "all_accounts_inactive"),  # wire format differs
+        ("anth/claude", key(), 404, "no_executable_targets"),  # wire format differs
         ("ghost", key(), 503, "all_accounts_inactive"),  # step on an unknown provider
     ],
 )
@@ -334,12 +335,10 @@ def test_parse_chat_request_refusals(body: bytes, code: str) -> None:
 def test_parse_chat_request_returns_the_payload() -> None:
     body = orjson.dumps({"model": "a/b", "messages": MESSAGES, "stream": True, "n": 2})
 
-    assert parse_chat_request(body) == {
-        "model": "a/b",
-        "messages": MESSAGES,
-        "stream": True,
-        "n": 2,
-    }
+    request = parse_chat_request(body)
+
+    assert request.payload == {"model": "a/b", "messages": MESSAGES, "stream": True, "n": 2}
+    assert (request.model, request.stream, request.tools) == ("a/b", True, 0)
 
 
 def test_encode_for_target_replaces_only_the_model() -> None:

@@ -1,0 +1,114 @@
+"""Parsing and validating a client's request, per client API (pure).
+
+Each parser returns a :class:`ClientRequest`, or raises a 400 ``GatewayError`` naming what is
+wrong; the endpoint renders it in its own error shape. Fields the gateway does not read are
+passed through to the upstream untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from routing.domain.errors import GatewayError
+
+BACKGROUND_WARNING = (
+    "background mode is not supported by this gateway: the response was produced synchronously"
+)
+
+
+@dataclass(slots=True)
+class ClientRequest:
+    """What the gateway reads of a client's request; ``payload`` is the whole body."""
+
+    payload: dict[str, Any]
+    model: str
+    stream: bool
+    tools: int = 0  # how many tools the request declares
+    previous_response_id: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+
+def _invalid(code: str, message: str) -> GatewayError:
+    return GatewayError(400, code, message)
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or a 400."""
+    if not body:
+        raise _invalid("invalid_json", "The request body is empty; expected a JSON object.")
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _invalid("invalid_json", f"The request body is not valid JSON: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise _invalid("invalid_json", "The request body must be a JSON object.")
+    return payload
+
+
+def _common(payload: dict[str, Any]) -> ClientRequest:
+    model = payload.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _invalid("missing_model", "The 'model' field is required and must be a string.")
+    stream = payload.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise _invalid("invalid_stream", "The 'stream' field must be a boolean.")
+    tools = payload.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise _invalid("invalid_tools", "The 'tools' field must be an array.")
+    return ClientRequest(payload, model, stream, len(tools) if tools else 0)
+
+
+def _messages(payload: dict[str, Any]) -> None:
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _invalid("missing_messages", "The 'messages' field is required: a non-empty array.")
+
+
+def parse_chat_request(body: bytes) -> ClientRequest:
+    """``POST /v1/chat/completions``: ``model``, ``messages`` and an optional ``stream``."""
+    payload = json_object(body)
+    request = _common(payload)
+    _messages(payload)
+    return request
+
+
+def parse_responses_request(body: bytes) -> ClientRequest:
+    """``POST /v1/responses``: ``model`` and ``input`` (or a ``previous_response_id`` or a
+    stored ``prompt``). ``background: true`` is served synchronously, with a warning."""
+    payload = json_object(body)
+    request = _common(payload)
+    previous = payload.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise _invalid(
+            "invalid_previous_response_id", "The 'previous_response_id' field must be a string."
+        )
+    given = payload.get("input")
+    if given is None and previous is None and payload.get("prompt") is None:
+        raise _invalid("missing_input", "The 'input' field is required: a string or an array.")
+    if given is not None and not isinstance(given, str | list):
+        raise _invalid("invalid_input", "The 'input' field must be a string or an array.")
+    request.previous_response_id = previous
+    background = payload.get("background")
+    if background is not None and not isinstance(background, bool):
+        raise _invalid("invalid_background", "The 'background' field must be a boolean.")
+    if background:
+        request.payload = {k: v for k, v in payload.items() if k != "background"}
+        request.warnings = (BACKGROUND_WARNING,)
+    return request
+
+
+def parse_messages_request(body: bytes) -> ClientRequest:
+    """``POST /v1/messages``: ``model``, ``messages``, an optional ``stream``; ``max_tokens``
+    (which Anthropic requires) must be a positive integer when given."""
+    payload = json_object(body)
+    request = _common(payload)
+    _messages(payload)
+    max_tokens = payload.get("max_tokens")
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+        raise _invalid("invalid_max_tokens", "The 'max_tokens' field must be a positive integer.")
+    return request

@@ -1,0 +1,52 @@
+"""What a client API's stream state must offer the relay (pure).
+
+Each client API (Chat Completions, Responses, Messages) reads its upstream's server-sent events
+through one state object per stream. The relay asks it only what it needs: what kind each event
+is (held back before the first token, relayed after it, an in-band error, the end), whether the
+answer finished, the text the client has, whether a continuation could be stitched on after a
+cut, and how this API writes its own in-band error and its end-of-stream marker.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Protocol
+
+from routing.domain.sse import SseEvent
+
+
+class Kind(Enum):
+    """An event's role in the stream."""
+
+    PREAMBLE = "preamble"  # a role-only or empty delta, a comment, a heartbeat, a block start
+    TOKEN = "token"  # anything the client reads: text, reasoning, a tool call, a refusal
+    USAGE = "usage"  # a usage block without content
+    DONE = "done"  # the stream's own end (``data: [DONE]``, ``response.completed``, ...)
+    MALFORMED = "malformed"  # data that is not a JSON object
+    ERROR = "error"  # an in-band error from the upstream
+
+
+class StreamState(Protocol):
+    """The state of one client's stream, as the relay and recovery read it."""
+
+    text: list[str]  # assistant text sent, in order
+    finished: bool  # the answer is complete (only usage and the end marker may follow)
+    envelope: dict[str, Any] | None  # the first stream's identity (id, model, ...)
+
+    @property
+    def continuable(self) -> bool:
+        """Whether a continuation could be stitched on after a cut."""
+        ...
+
+    @property
+    def end_event(self) -> bytes:
+        """What ends the client's stream when the upstream forgot its own end marker."""
+        ...
+
+    def observe(self, event: SseEvent) -> tuple[Kind, dict[str, Any] | None]:
+        """Classify ``event`` and record what it sends; its kind and parsed payload."""
+        ...
+
+    def error_event(self, message: str, code: str) -> bytes:
+        """This API's in-band error event, ending a stream that broke after commit."""
+        ...
