@@ -25,6 +25,7 @@ from enum import StrEnum
 from resilience.domain import signals as sig
 from resilience.domain.classification import Classification, Reason, RuleScope
 from resilience.domain.text_match import Matcher, matches_any, pattern
+from resilience.domain.tool_limit import is_tool_limit
 
 
 class Scope(StrEnum):
@@ -75,6 +76,7 @@ INVALID_REQUEST_STATUSES = frozenset({400, 413, 422})
 ACCOUNT_STATUSES = frozenset({401, 402, 403})
 QUOTA_STATUSES = frozenset({429, 432})
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
+TOOL_LIMIT = "tool_limit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,8 @@ def _client_mistake(signals: FailureSignals, c: Classification) -> Attribution |
         return None
     if matches_any(text, CONTENT_POLICY_PATTERNS):
         return _request("content_policy", fail_over=False)
+    if status == 400 and is_tool_limit(text):  # this target's limit: another may take it
+        return _request(TOOL_LIMIT, fail_over=True)
     code = (signals.structured_code or "").lower()
     if code in CONTEXT_CODES or matches_any(text, sig.CONTEXT_OVERFLOW_PATTERNS):
         return _request("context_length", fail_over=True)

@@ -92,3 +92,4 @@ class ExclusionReason(StrEnum):
     CONNECTION_COOLDOWN = "connection_cooldown"
     MODEL_LOCKOUT = "model_lockout"
     UNAVAILABLE = "unavailable"
+    TOOL_LIMIT = "tool_limit"  # the request declares more tools than the target takes

@@ -9,12 +9,14 @@ from routing.guards.breaker import BreakerFilter
 from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
 from routing.guards.lockout import ModelLockoutFilter
+from routing.guards.tool_limit import ToolLimitFilter, ToolLimitRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 
 
 def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
     """Filters in the order they run; the breaker last, since it may take a probe slot."""
     return (
+        ToolLimitFilter(store),
         ConnectionFilter(store),
         ModelLockoutFilter(store),
         WindowGateFilter(store),
@@ -29,4 +31,5 @@ def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
         AttributionRecorder(store),
         EgressRecorder(store),
         WindowGateRecorder(store),
+        ToolLimitRecorder(store),
     )

@@ -113,6 +113,7 @@ def test_credential_and_account_failures_are_the_connection_s(status: int, text:
         (404, "The model `x` does not exist", "model_not_found", "model_not_found", True),
         (400, "maximum context length is 8192 tokens", None, "context_length", True),
         (400, "too long", "context_length_exceeded", "context_length", True),
+        (400, "too many tools (max 128)", None, "tool_limit", True),  # another target may
         (400, "rejected by our content policy", None, "content_policy", False),
         (400, "temperature must be at most 2", None, "invalid_request", False),
         (422, "unprocessable", None, "invalid_request", False),

@@ -24,8 +24,8 @@ from routing.domain.errors import GatewayError, upstream_error_body
 from routing.domain.keys import hash_key, key_is_usable, model_is_allowed
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import Target, plan_route
-from routing.domain.vocabulary import WireFormat
 from routing.domain.requests import parse_chat_request
+from routing.domain.vocabulary import WireFormat
 from routing.payload import encode_for_target
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
