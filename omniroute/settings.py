@@ -137,6 +137,10 @@ CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
 MAX_UPSTREAM_BODY_BYTES = env_int(
     "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES", 32 * 1024 * 1024, minimum=1024
 )
+# The model that serves a request once every target has failed, per wire format:
+# "openai=provider/model,anthropic=provider/model" (either part optional). The admin's feature
+# flags override it at runtime.
+EMERGENCY_FALLBACK = env.str("OMNIROUTE_EMERGENCY_FALLBACK", default="")
 # Every state-store call is bounded by this; past it the process-local fallback serves (spec 18).
 STORE_TIMEOUT_MS = env_int("OMNIROUTE_STORE_TIMEOUT_MS", 50, minimum=1)
 

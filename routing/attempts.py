@@ -21,6 +21,7 @@ after the loop has returned it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import time
@@ -36,13 +37,15 @@ from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
+from routing.domain.errors import GatewayError
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
-from routing.domain.planning import RoutePlan, Target
+from routing.domain.planning import RoutePlan, Target, plan_route
 from routing.payload import encode_for_target
 from routing.streams import SLOW_FIRST_TOKEN
 from routing.upstream import NO_LIMITS, AttemptLimits, Forwarded, Upstream, UpstreamReply
 
 DEADLINE = "request deadline"
+logger = logging.getLogger(__name__)
 
 # Indirections so tests can run the policy's waits and the deadline on a fake clock.
 now: Callable[[], float] = time.monotonic
@@ -91,6 +94,7 @@ class AttemptContext:
     endpoint: Endpoint = CHAT_COMPLETIONS  # the client API asked
     forwarded: Forwarded = ()  # client headers the endpoint passes upstream
     tools: int = 0  # how many tools the request declares
+    fallback: str | None = None  # the emergency fallback model, once it was tried
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
@@ -189,8 +193,12 @@ class AttemptLoop:
                 return result
             last = target
         if last is not None:
-            return await self._retry(last, context, payload)
-        return await self._panic(context, payload)
+            result = await self._retry(last, context, payload)
+        else:
+            result = await self._panic(context, payload)
+        if result.reply is None and not context.stopped:
+            return await self._fallback(context, payload)
+        return result
 
     async def _try_target(
         self, target: Target, context: AttemptContext, payload: dict[str, object], others: bool
@@ -295,6 +303,29 @@ class AttemptLoop:
             return AttemptResult()
         context.panic = True
         return await self.attempt(first.target, context, payload)
+
+    async def _fallback(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
+        """Decision 20, step 5: every target failed or was excluded → the emergency fallback
+        model of the request's wire format, each of its eligible targets not tried yet once."""
+        model = context.snapshot.emergency_fallback.get(context.endpoint.wire_format)
+        if model is None or model == context.plan.requested_model or context.out_of_time():
+            return AttemptResult()
+        try:
+            plan = plan_route(context.snapshot, model, context.key, context.endpoint.wire_format)
+        except GatewayError as error:  # unknown, not allowed for this key, or no connection
+            logger.warning("emergency fallback %s unusable: %s", model, error.message)
+            return AttemptResult()
+        tried = {(t.connection.id, t.model) for t, _ in context.attempts}
+        for target in plan.targets:
+            if (target.connection.id, target.model) in tried or context.out_of_time():
+                continue
+            if await self.excluded(target, context, panic=True):  # its own exclusions: unlisted
+                continue
+            context.fallback = model
+            result = await self.attempt(target, context, payload)
+            if result.reply is not None:
+                return result
+        return AttemptResult()
 
     async def excluded(
         self, target: Target, context: AttemptContext, *, panic: bool = False

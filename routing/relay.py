@@ -43,6 +43,8 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
     parts += [f"latency_ms={latency_ms}", f"attempts={len(context.attempts)}"]
     if context.panic:  # every target was excluded by self-set timers (spec decision 15)
         parts.append("panic=1")
+    if context.fallback is not None:  # every target failed: the emergency fallback was asked
+        parts.append(f"fallback={context.fallback}")
     if context.exclusions:
         parts.append("excluded=" + ",".join(e.describe() for e in context.exclusions))
     return "; ".join(parts).encode()

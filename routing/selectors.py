@@ -4,6 +4,7 @@ and of connections' live cooldown and terminal state (sync only: they bridge to 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections import defaultdict
 from collections.abc import Collection, Iterable
@@ -36,13 +37,17 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
+from routing.domain.fallback import parse_emergency_fallback
 from routing.models import (
     ClientApiKey,
     Combo,
+    FeatureFlag,
     ModelCatalogEntry,
     Provider,
     ProviderConnection,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def _provider_info(provider: Provider) -> ProviderInfo:
@@ -233,4 +238,17 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         attempts=settings.attempts,
         stream_recovery=settings.stream_recovery,
         catalog=catalog_list_snapshot(),
+        emergency_fallback=emergency_fallback_current(),
     )
+
+
+def emergency_fallback_current() -> dict[str, str]:
+    """The emergency fallback per wire format: the admin's flag while it is on, else
+    ``OMNIROUTE_EMERGENCY_FALLBACK``. A value that does not parse turns it off, loudly."""
+    flag = FeatureFlag.objects.filter(name=FeatureFlag.Name.EMERGENCY_FALLBACK, enabled=True)
+    text = next((f.value for f in flag), django_settings.EMERGENCY_FALLBACK)
+    try:
+        return parse_emergency_fallback(text)
+    except ValueError as error:
+        logger.error("emergency fallback %r ignored: %s", text, error)
+        return {}

@@ -10,12 +10,14 @@ from __future__ import annotations
 from routing.admin.catalog import ModelCatalogEntryAdmin
 from routing.admin.combos import ComboAdmin
 from routing.admin.connections import ProviderConnectionAdmin
+from routing.admin.flags import FeatureFlagAdmin
 from routing.admin.keys import ClientApiKeyAdmin
 from routing.admin.providers import ProviderAdmin
 
 __all__ = [
     "ClientApiKeyAdmin",
     "ComboAdmin",
+    "FeatureFlagAdmin",
     "ModelCatalogEntryAdmin",
     "ProviderAdmin",
     "ProviderConnectionAdmin",

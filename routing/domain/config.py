@@ -162,6 +162,7 @@ class ConfigSnapshot:
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
     catalog: dict[tuple[str, str], CatalogEntry] = field(default_factory=dict)
+    emergency_fallback: dict[str, str] = field(default_factory=dict)  # by wire format
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

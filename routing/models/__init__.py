@@ -1,8 +1,9 @@
 """Operator objects of the routing app: providers, connections, client keys, combos and the model
-catalog."""
+catalog, feature flags."""
 
 from routing.models.catalog import ModelCatalogEntry
 from routing.models.combos import Combo, ComboTarget
+from routing.models.flags import FeatureFlag
 from routing.models.keys import ClientApiKey
 from routing.models.providers import Provider, ProviderConnection
 from routing.models.proxy_log import ProxyLog
@@ -11,6 +12,7 @@ __all__ = [
     "ClientApiKey",
     "Combo",
     "ComboTarget",
+    "FeatureFlag",
     "ModelCatalogEntry",
     "Provider",
     "ProviderConnection",

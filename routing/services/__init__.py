@@ -9,6 +9,7 @@ from routing.services.connections import (
     connection_reset_terminal,
     connection_save,
 )
+from routing.services.flags import feature_flag_delete, feature_flag_save
 from routing.services.keys import api_key_create, api_key_delete, api_key_revoke, api_key_update
 from routing.services.providers import provider_delete, provider_save
 
@@ -26,6 +27,8 @@ __all__ = [
     "connection_is_terminal",
     "connection_reset_terminal",
     "connection_save",
+    "feature_flag_delete",
+    "feature_flag_save",
     "provider_delete",
     "provider_save",
 ]
