@@ -25,14 +25,9 @@ import aiohttp
 import httpx
 
 from routing.attempts import AttemptContext, AttemptLoop
-from routing.domain.chat_stream import (
-    Kind,
-    content_of,
-    continuation_event,
-    with_prefill,
-)
 from routing.domain.planning import Target
 from routing.domain.sse import SseEvent
+from routing.domain.stream_state import Kind, NotSpliceable, Splicing
 from routing.domain.vocabulary import Prefill
 from routing.streams import StreamBroken, Transform, UpstreamStream, forward
 from routing.upstream import UpstreamReply, classify_transport_error
@@ -44,34 +39,49 @@ Send = Callable[[bytes], Awaitable[None]]
 Finish = Callable[[], Awaitable[None]]
 
 
-class Diverged(Exception):
+class Diverged(NotSpliceable):
     """A regenerated answer does not begin with the text the client already has."""
 
 
 class Continuation:
-    """The events of a continuation, rewritten into the client's stream; keeps the text sent."""
+    """The events of a continuation, rewritten into the client's stream; keeps the text sent.
+    ``trim``: leading whitespace of the continuation that repeats what the client has (a
+    prefill may not end in whitespace, so the model writes it again)."""
 
-    def __init__(self, envelope: dict[str, Any] | None) -> None:
+    def __init__(self, envelope: dict[str, Any] | None, splicing: Splicing, trim: int = 0) -> None:
         self.envelope = envelope
+        self.splicing = splicing
+        self.trim = trim
         self.sent: list[str] = []
 
     def __call__(self, event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes | None:
         if payload is None:
             return event.raw if kind is Kind.DONE else None
-        return self._emit(payload, 0)
+        return self._emit(payload, self._trimmed(payload))
+
+    def _trimmed(self, payload: dict[str, Any]) -> int:
+        if not self.trim:
+            return 0
+        text = self.splicing.content_of(payload)
+        if not text:
+            return 0
+        skip = min(self.trim, len(text) - len(text.lstrip()))
+        self.trim = 0  # only the start of the continuation repeats it
+        return skip
 
     def _emit(self, payload: dict[str, Any], skip: int) -> bytes | None:
-        text = content_of(payload)[skip:]
-        if text:
+        text = self.splicing.content_of(payload)[skip:]
+        out = self.splicing.continuation_event(payload, self.envelope, skip=skip)
+        if text and out is not None:
             self.sent.append(text)
-        return continuation_event(payload, self.envelope, skip=skip)
+        return out
 
 
 class Splice(Continuation):
     """A regeneration: held back until it has repeated ``prefix`` exactly, then relayed."""
 
-    def __init__(self, prefix: str, envelope: dict[str, Any] | None) -> None:
-        super().__init__(envelope)
+    def __init__(self, prefix: str, envelope: dict[str, Any] | None, splicing: Splicing) -> None:
+        super().__init__(envelope, splicing)
         self.prefix = prefix
         self.matched = 0
 
@@ -83,21 +93,16 @@ class Splice(Continuation):
             if kind is Kind.DONE:
                 raise Diverged("the regenerated answer ended before the text already sent")
             return None
-        text = content_of(payload)
+        text = self.splicing.content_of(payload)
         if not self.prefix.startswith(text[:need], self.matched):
             raise Diverged("the regenerated answer differs from the text already sent")
         if len(text) >= need:  # the prefix is complete: relay the rest of this chunk on
             self.matched = len(self.prefix)
             return self._emit(payload, need)
         self.matched += len(text)
-        if _finishes(payload):
+        if self.splicing.finishes(payload):
             raise Diverged("the regenerated answer ended before the text already sent")
         return None
-
-
-def _finishes(payload: dict[str, Any]) -> bool:
-    choices = payload.get("choices") or ()
-    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 class StreamRelay:
@@ -144,10 +149,12 @@ class StreamRelay:
                 failure: StreamBroken | None = broken
             except (httpx.TransportError, aiohttp.ClientError) as exc:
                 failure = StreamBroken(classify_transport_error(exc), type(exc).__name__)
-            except Diverged as diverged:  # nothing of this segment reached the client
+            except NotSpliceable as diverged:  # the rest of this segment is not ours to use
                 logger.info("request %s: %s", self.context.request_id, diverged)
                 failure = None
-                await self.settle()  # the upstream answered; its text was not ours to use
+                if isinstance(transform, Continuation):
+                    self.told += transform.sent  # what of it reached the client before
+                await self.settle()  # the upstream answered
             finally:
                 await reply.aclose()
             if failure is not None:
@@ -189,9 +196,19 @@ class StreamRelay:
         else:
             self.told += stream.state.text
 
+    @property
+    def splicing(self) -> Splicing:
+        splicing = self.context.endpoint.splicing
+        assert splicing is not None  # _continuable said so
+        return splicing
+
     def _continuable(self, stream: UpstreamStream) -> bool:
         recovery = self.context.snapshot.stream_recovery
-        return recovery.continue_mid_stream and stream.state.continuable
+        return (
+            recovery.continue_mid_stream
+            and stream.state.continuable
+            and self.context.endpoint.splicing is not None
+        )
 
     def _candidates(self, failed: Target) -> Iterator[Target]:
         """The targets after the one that broke; that one again when none is left."""
@@ -211,20 +228,24 @@ class StreamRelay:
             if context.out_of_time() or await self.loop.excluded(target, context):
                 continue
             prefill = self._accepts_prefill(target)
-            body = with_prefill(self.payload, text) if prefill and text else self.payload
+            body, trim = self.payload, 0
+            if prefill and text:
+                body, trim = self.splicing.with_prefill(self.payload, text)
             reply = (await self.loop.attempt(target, context, body)).reply
             if reply is None:
                 continue
             self._pending = (target, reply)
             transform: Continuation = (
-                Continuation(self.envelope) if prefill or not text else Splice(text, self.envelope)
+                Continuation(self.envelope, self.splicing, trim)
+                if prefill or not text
+                else Splice(text, self.envelope, self.splicing)
             )
             try:
                 assert reply.stream is not None
                 head = [p for o in reply.stream.head_events if (p := transform(*o)) is not None]
                 if head:
                     await self.send(b"".join(head))
-            except Diverged as diverged:
+            except NotSpliceable as diverged:
                 logger.info("request %s: %s", context.request_id, diverged)
                 await self.settle()
                 await reply.aclose()

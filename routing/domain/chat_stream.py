@@ -18,7 +18,16 @@ import orjson
 from routing.domain.sse import DONE_EVENT, SseEvent
 from routing.domain.stream_state import Kind
 
-__all__ = ["ChatStream", "Kind", "content_of", "continuation_event", "error_event"]
+__all__ = [
+    "CHAT_SPLICING",
+    "ChatStream",
+    "Kind",
+    "content_of",
+    "continuation_event",
+    "error_event",
+    "finishes",
+    "with_prefill",
+]
 
 _ENVELOPE = ("id", "object", "created", "model")
 _TOKEN_FIELDS = frozenset({"content", "reasoning_content", "reasoning", "text"})
@@ -167,6 +176,27 @@ def with_prefill(payload: dict[str, Any], text: str) -> dict[str, Any]:
     """The request again, with the text already sent as an assistant message to continue."""
     messages = [*payload["messages"], {"role": "assistant", "content": text}]
     return {**payload, "messages": messages}
+
+
+def finishes(payload: dict[str, Any]) -> bool:
+    """Whether a chunk carries a ``finish_reason``."""
+    choices = payload.get("choices") or ()
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+
+
+class ChatSplicing:
+    """Continuing a Chat Completions stream (``routing.domain.stream_state.Splicing``)."""
+
+    content_of = staticmethod(content_of)
+    continuation_event = staticmethod(continuation_event)
+    finishes = staticmethod(finishes)
+
+    @staticmethod
+    def with_prefill(payload: dict[str, Any], text: str) -> tuple[dict[str, Any], int]:
+        return with_prefill(payload, text), 0
+
+
+CHAT_SPLICING = ChatSplicing()
 
 
 def error_event(message: str, code: str) -> bytes:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from routing.domain.chat_stream import ChatStream
+from routing.domain.chat_stream import CHAT_SPLICING, ChatStream
 from routing.domain.errors import anthropic_error_body
-from routing.domain.messages_stream import MessagesStream
+from routing.domain.messages_stream import MESSAGES_SPLICING, MessagesStream
 from routing.domain.requests import (
     ClientRequest,
     parse_chat_request,
@@ -22,7 +22,7 @@ from routing.domain.requests import (
     parse_responses_request,
 )
 from routing.domain.responses_stream import ResponsesStream
-from routing.domain.stream_state import StreamState
+from routing.domain.stream_state import Splicing, StreamState
 from routing.domain.vocabulary import WireFormat
 
 
@@ -42,11 +42,13 @@ class Endpoint:
     render_error: Callable[[int, bytes], bytes] = _as_is  # from the OpenAI-style error body
     passed_headers: tuple[bytes, ...] = ()  # client request headers forwarded upstream
     pins_responses: bool = False  # answers have ids a later request may continue from
+    splicing: Splicing | None = None  # how a stream cut after commit is continued, if it can be
 
 
 CHAT_COMPLETIONS = Endpoint(
-    "chat.completions", WireFormat.OPENAI, "/chat/completions", parse_chat_request, ChatStream
-)
+    "chat.completions", WireFormat.OPENAI, "/chat/completions", parse_chat_request, ChatStream,
+    splicing=CHAT_SPLICING,
+)  # fmt: skip
 
 RESPONSES = Endpoint(
     "responses", WireFormat.OPENAI, "/responses", parse_responses_request, ResponsesStream,
@@ -57,4 +59,5 @@ MESSAGES = Endpoint(
     "messages", WireFormat.ANTHROPIC, "/messages", parse_messages_request, MessagesStream,
     render_error=anthropic_error_body,
     passed_headers=(b"anthropic-version", b"anthropic-beta"),
+    splicing=MESSAGES_SPLICING,
 )  # fmt: skip

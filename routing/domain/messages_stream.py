@@ -1,4 +1,5 @@
-"""What an Anthropic Messages stream has told the client so far (pure).
+"""What an Anthropic Messages stream has told the client so far, and how it is continued after
+a cut (pure).
 
 Events: ``message_start``, then per content block ``content_block_start``, its
 ``content_block_delta`` events and ``content_block_stop``, then ``message_delta`` (carrying the
@@ -6,7 +7,10 @@ Events: ``message_start``, then per content block ``content_block_start``, its
 heartbeat and ``error`` an in-band error. Every delta is a token (text, thinking, tool input), as
 is the start of a tool-use block, which names the tool.
 
-A cut Messages stream is not continued yet: it ends with an ``error`` event.
+An answer that is one text block so far can be continued (spec decision 22): Anthropic models
+take an assistant prefill natively. The continuation's text deltas go into the client's open
+block; its own ``message_start``, block starts and pings are dropped, thinking is dropped, and a
+tool call cannot be stitched into a text answer (:class:`NotSpliceable`).
 """
 
 from __future__ import annotations
@@ -16,21 +20,26 @@ from typing import Any
 import orjson
 
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind
+from routing.domain.stream_state import Kind, NotSpliceable
 
 MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+_TEXT_BLOCK = 0  # the one block a continuable answer has
+
+
+def _event(name: str, payload: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
 
 
 class MessagesStream:
     """The state of one Messages stream (see the module docstring)."""
 
-    __slots__ = ("envelope", "finished", "text")
-    continuable = False
+    __slots__ = ("continuable", "envelope", "finished", "text")
     end_event = MESSAGE_STOP
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.finished = False
+        self.continuable = True  # one text block so far
         self.envelope: dict[str, Any] | None = None  # the message's id and model
 
     def observe(self, event: SseEvent) -> tuple[Kind, dict[str, Any] | None]:
@@ -46,18 +55,21 @@ class MessagesStream:
         kind = payload.get("type") or event.name
         if kind == "content_block_delta":
             delta = payload.get("delta")
-            if isinstance(delta, dict) and delta.get("type") == "text_delta":
-                text = delta.get("text")
-                if type(text) is str:
-                    self.text.append(text)
+            text = _text_delta(delta)
+            if text is not None:
+                self.text.append(text)
+            else:
+                self.continuable = False
             return Kind.TOKEN, payload
         if kind == "content_block_start":
             block = payload.get("content_block")
-            is_text = isinstance(block, dict) and block.get("type") in ("text", "thinking")
-            return (Kind.PREAMBLE if is_text else Kind.TOKEN), payload
+            is_text = isinstance(block, dict) and block.get("type") == "text"
+            if not is_text or payload.get("index", 0) != _TEXT_BLOCK:
+                self.continuable = False
+            thinking = isinstance(block, dict) and block.get("type") == "thinking"
+            return (Kind.PREAMBLE if is_text or thinking else Kind.TOKEN), payload
         if kind == "message_delta":
-            delta = payload.get("delta")
-            if isinstance(delta, dict) and delta.get("stop_reason"):
+            if _stops(payload):
                 self.finished = True
             return Kind.USAGE, payload
         if kind == "message_stop":
@@ -73,4 +85,71 @@ class MessagesStream:
 
     def error_event(self, message: str, code: str) -> bytes:
         error = {"type": "error", "error": {"type": "api_error", "message": message, "code": code}}
-        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+        return _event("error", error)
+
+
+def _text_delta(delta: Any) -> str | None:
+    """The text of a ``text_delta``, else ``None``."""
+    if not isinstance(delta, dict) or delta.get("type") != "text_delta":
+        return None
+    text = delta.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def _stops(payload: dict[str, Any]) -> bool:
+    delta = payload.get("delta")
+    return isinstance(delta, dict) and bool(delta.get("stop_reason"))
+
+
+class MessagesSplicing:
+    """Continuing a Messages stream (``routing.domain.stream_state.Splicing``)."""
+
+    @staticmethod
+    def content_of(payload: dict[str, Any] | None) -> str:
+        if not payload or payload.get("type") != "content_block_delta":
+            return ""
+        return _text_delta(payload.get("delta")) or ""
+
+    @staticmethod
+    def continuation_event(
+        payload: dict[str, Any], envelope: dict[str, Any] | None, *, skip: int = 0
+    ) -> bytes | None:
+        kind = payload.get("type")
+        if kind == "content_block_delta":
+            delta = payload.get("delta")
+            text = _text_delta(delta)
+            if text is None:
+                if isinstance(delta, dict) and delta.get("type") in (
+                    "thinking_delta",
+                    "signature_delta",
+                ):
+                    return None
+                raise NotSpliceable("the continuation calls a tool where the client has text")
+            if not text[skip:]:
+                return None
+            moved = {"type": "text_delta", "text": text[skip:]}
+            return _event(kind, {"type": kind, "index": _TEXT_BLOCK, "delta": moved})
+        if kind == "content_block_start":
+            block = payload.get("content_block")
+            if isinstance(block, dict) and block.get("type") in ("text", "thinking"):
+                return None  # the client's text block is open already
+            raise NotSpliceable("the continuation calls a tool where the client has text")
+        if kind == "message_delta":  # close the client's block, then finish the message
+            stop = {"type": "content_block_stop", "index": _TEXT_BLOCK}
+            return _event("content_block_stop", stop) + _event(kind, payload)
+        if kind == "message_stop":
+            return MESSAGE_STOP
+        return None  # message_start, content_block_stop, ping: the client has its own
+
+    @staticmethod
+    def with_prefill(payload: dict[str, Any], text: str) -> tuple[dict[str, Any], int]:
+        """The request with the text sent as an assistant prefill; Anthropic refuses a prefill
+        ending in whitespace, so that is left for the continuation to repeat (and dropped)."""
+        kept = text.rstrip()
+        messages = [*payload["messages"], {"role": "assistant", "content": kept}]
+        return {**payload, "messages": messages}, len(text) - len(kept)
+
+    finishes = staticmethod(_stops)
+
+
+MESSAGES_SPLICING = MessagesSplicing()

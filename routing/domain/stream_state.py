@@ -50,3 +50,34 @@ class StreamState(Protocol):
     def error_event(self, message: str, code: str) -> bytes:
         """This API's in-band error event, ending a stream that broke after commit."""
         ...
+
+
+class NotSpliceable(Exception):
+    """A continuation carries what cannot be stitched into the client's stream (a tool call
+    where the client has text)."""
+
+
+class Splicing(Protocol):
+    """How a client API's stream is continued after a cut (``routing.recovery``)."""
+
+    def content_of(self, payload: dict[str, Any] | None) -> str:
+        """The assistant text one event carries."""
+        ...
+
+    def continuation_event(
+        self, payload: dict[str, Any], envelope: dict[str, Any] | None, *, skip: int = 0
+    ) -> bytes | None:
+        """A continuation's event as the client's stream carries it, its first ``skip``
+        characters of text dropped; ``None`` when nothing of it is sent. May raise
+        :class:`NotSpliceable`."""
+        ...
+
+    def with_prefill(self, payload: dict[str, Any], text: str) -> tuple[dict[str, Any], int]:
+        """The request again, asking to continue ``text``; and how many leading whitespace
+        characters of the continuation duplicate what the client has (a prefill may not end
+        in whitespace)."""
+        ...
+
+    def finishes(self, payload: dict[str, Any]) -> bool:
+        """Whether the event finishes the answer."""
+        ...

@@ -158,13 +158,15 @@ def make_route(
     models: list[str] | None = None,
     category: str = "api_key",
     disable_cooling: bool = False,
+    wire_format: str = "openai",
 ) -> Route:
     """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
     slug = f"e2e-{secrets.token_hex(4)}"
     gateway.post(
         "/api/providers/",
-        {"slug": slug, "name": slug, "category": category, "base_url": fake.base_url()},
-    )
+        {"slug": slug, "name": slug, "category": category, "base_url": fake.base_url(),
+         "wire_format": wire_format},
+    )  # fmt: skip
     ids = []
     for priority, knobs in enumerate(scenarios or ({},), start=1):
         connection = gateway.post(
@@ -185,7 +187,10 @@ def scenario_url(fake: FakeUpstream, slug: str, index: int, knobs: dict[str, Any
     return f"{fake.url}/s/{urlencode(knobs or {'chunk_size': 8})}/r/{slug}/c{index}/v1"
 
 
-def records(fake: FakeUpstream, route: Route, connection: int | None = None) -> list[Any]:
-    """The fake's records of chat requests from this route (or from its n-th connection)."""
+def records(
+    fake: FakeUpstream, route: Route, connection: int | None = None, path: str = "/completions"
+) -> list[Any]:
+    """The fake's records of requests to ``path`` (chat completions unless told) from this
+    route (or from its n-th connection)."""
     marker = f"/r/{route.provider}/" + (f"c{connection}/" if connection else "")
-    return [r for r in fake.requests if marker in r.path and r.path.endswith("/completions")]
+    return [r for r in fake.requests if marker in r.path and r.path.endswith(path)]
