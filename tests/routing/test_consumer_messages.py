@@ -15,13 +15,17 @@ from typing import Any
 
 import orjson
 import pytest
+from channels.db import database_sync_to_async
+from pytest_django.fixtures import Settings
 
+import routing.streams as routing_streams
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services.lockouts import lockout_list, lockout_record
 from resilience.store import MemoryStore
 from routing.domain.endpoints import MESSAGES
 from routing.domain.messages_stream import MESSAGE_STOP
 from routing.models import Provider
+from routing.services import api_key_create
 from tests.routing.format_support import (
     ACME_MODEL,
     CLAUDE_BACKUP,
@@ -262,6 +266,36 @@ async def test_a_model_of_an_openai_format_provider_is_a_404_no_executable_targe
     )  # fmt: skip
     diagnostics = reply.json()["diagnostics"]  # kept beside the error object
     assert (diagnostics["wireFormat"], diagnostics["targetFormats"]) == ("anthropic", ["openai"])
+    assert relay.fake.requests == []
+
+
+async def test_a_model_the_key_may_not_use_is_a_403_in_anthropic_shape(
+    relay: Relay, pair: tuple[int, int]
+) -> None:
+    _, narrow = await database_sync_to_async(api_key_create)(
+        name="narrow", allowed_models=["claude/haiku"]
+    )
+
+    reply = await relay.post(messages_request(), auth=x_api_key(narrow))
+
+    assert reply.status == 403
+    error_object = anthropic_shaped(reply)
+    assert (error_object["type"], error_object["code"]) == ("permission_error", "model_not_allowed")
+    assert relay.fake.requests == []
+
+
+async def test_a_body_over_the_limit_is_a_413_in_anthropic_shape(
+    relay: Relay, first: int, settings: Settings
+) -> None:
+    settings.MAX_BODY_BYTES = 256
+
+    reply = await relay.post(messages_request(system="x" * 300), auth=x_api_key(relay.key))
+
+    assert reply.status == 413
+    error_object = anthropic_shaped(reply)
+    assert (error_object["type"], error_object["code"]) == (
+        "request_too_large", "request_too_large"
+    )  # fmt: skip
     assert relay.fake.requests == []
 
 
@@ -522,3 +556,30 @@ async def test_a_stream_ending_before_message_delta_ends_with_an_error_event(
 
     assert reply.body.startswith(b"".join(sent))
     ends_with_interruption(reply)
+
+
+async def test_a_stream_lingering_after_message_delta_is_ended_with_message_stop(
+    relay: Relay, first: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(routing_streams, "FINISH_GRACE_SECONDS", 0.01)
+    sent = messages_events(stop=False)
+    relay.fake.behaviours[CLAUDE_PRIMARY] = streaming(sent, hang=True)
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    assert reply.body == b"".join(sent) + MESSAGE_STOP
+
+
+async def test_an_answer_without_content_is_relayed_not_failed_over(
+    relay: Relay, pair: tuple[int, int]
+) -> None:
+    events = messages_events()
+    empty = [events[0], events[-2], events[-1]]  # message_start, message_delta, message_stop
+    relay.fake.behaviours.update(
+        {CLAUDE_PRIMARY: streaming(empty), CLAUDE_BACKUP: streaming(messages_events())}
+    )
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    assert (reply.connection, reply.body) == (pair[0], b"".join(empty))
+    assert relay.fake.calls == [CLAUDE_PRIMARY]

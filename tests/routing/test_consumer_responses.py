@@ -151,6 +151,19 @@ async def test_a_reset_after_response_completed_is_no_failure(
     assert record.failures == {}
 
 
+async def test_an_answer_without_output_text_is_relayed_not_failed_over(
+    relay: Relay, both: tuple[int, int]
+) -> None:
+    events = responses_events()
+    empty = [events[0], events[1], events[-1]]  # created, in progress, completed
+    relay.fake.behaviours.update({PRIMARY: streaming(empty), BACKUP: streaming(events)})
+
+    reply = await relay.post(responses_request(stream=True))
+
+    assert (reply.connection, reply.body) == (both[0], b"".join(empty))
+    assert relay.fake.calls == [PRIMARY]
+
+
 async def test_a_continuation_without_input_is_accepted_and_passed_on(
     relay: Relay, primary: int
 ) -> None:
