@@ -24,8 +24,8 @@ from resilience.services.lockouts import lockout_list, lockout_record
 from resilience.store import MemoryStore
 from routing.domain.endpoints import MESSAGES
 from routing.domain.messages_stream import MESSAGE_STOP
-from routing.models import Provider
-from routing.services import api_key_create
+from routing.models import Combo, Provider
+from routing.services import api_key_create, combo_save
 from tests.routing.format_support import (
     ACME_MODEL,
     CLAUDE_BACKUP,
@@ -354,6 +354,51 @@ async def test_an_upstream_refusing_the_gateways_key_is_a_502_in_anthropic_shape
     error_object = anthropic_shaped(reply)
     assert (error_object["type"], error_object["code"]) == ("api_error", "upstream_auth_failed")
     assert CLAUDE_PRIMARY not in reply.body.decode()
+
+
+async def test_an_upstream_error_page_is_rendered_in_anthropic_shape(
+    relay: Relay, first: int
+) -> None:
+    relay.fake.behaviours[CLAUDE_PRIMARY] = answer(
+        500, b"<html>Internal Server Error</html>", {"content-type": "text/html"}
+    )
+
+    reply = await relay.post(messages_request(), auth=x_api_key(relay.key))
+
+    assert reply.status == 500
+    error_object = anthropic_shaped(reply)
+    assert (error_object["type"], error_object["code"]) == ("api_error", "upstream_500")
+    assert "Internal Server Error" in error_object["message"]
+
+
+async def test_an_anthropic_upstream_error_quoting_the_key_is_scrubbed(
+    relay: Relay, first: int
+) -> None:
+    relay.fake.behaviours[CLAUDE_PRIMARY] = anthropic_error(
+        400, "invalid_request_error", f"bad request for key {CLAUDE_PRIMARY}"
+    )
+
+    reply = await relay.post(messages_request(), auth=x_api_key(relay.key))
+
+    assert reply.status == 400
+    message = anthropic_shaped(reply)["message"]
+    assert CLAUDE_PRIMARY not in message and "[redacted]" in message
+
+
+async def test_a_combo_over_both_formats_is_served_by_its_anthropic_targets(
+    relay: Relay, acme: Provider, claude: Provider, primary: int, first: int
+) -> None:
+    def add_combo() -> None:
+        targets = [{"provider": acme, "model": "m1"}, {"provider": claude, "model": "opus"}]
+        combo_save(combo=Combo(), fields={"name": "mixed"}, targets=targets)
+
+    await database_sync_to_async(add_combo)()
+    relay.fake.behaviours[CLAUDE_PRIMARY] = answer(200, RAW_ANSWER)
+
+    reply = await relay.post(messages_request("mixed"), auth=x_api_key(relay.key))
+
+    assert (reply.status, reply.connection) == (200, first)
+    assert relay.fake.sent == [(CLAUDE_PRIMARY, "opus")]  # acme's target was never a candidate
 
 
 # --- 4. failover and what it leaves -----------------------------------------------------------

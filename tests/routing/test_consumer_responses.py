@@ -164,6 +164,15 @@ async def test_an_answer_without_output_text_is_relayed_not_failed_over(
     assert relay.fake.calls == [PRIMARY]
 
 
+async def test_a_done_after_response_completed_is_not_relayed(relay: Relay, primary: int) -> None:
+    events = responses_events()
+    relay.fake.behaviours[PRIMARY] = streaming([*events, b"data: [DONE]\n\n"])
+
+    reply = await relay.post(responses_request(stream=True))
+
+    assert reply.body == b"".join(events)
+
+
 async def test_a_continuation_without_input_is_accepted_and_passed_on(
     relay: Relay, primary: int
 ) -> None:
