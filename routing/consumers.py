@@ -114,6 +114,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     async def handle(self, body: bytes) -> None:
         try:
+            self.endpoint = self.error_shape()
             self._check_method()
             await self.serve(body)
         except GatewayError as error:
@@ -129,6 +130,10 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     async def serve(self, body: bytes) -> None:
         raise NotImplementedError
+
+    def error_shape(self) -> Endpoint:
+        """The client API whose error shape every answer of this request takes."""
+        return self.endpoint
 
     def _check_method(self) -> None:
         if self.scope["method"] not in self.allowed_methods:
@@ -241,11 +246,11 @@ class RelayConsumer(ProxyConsumer):
         passed = self.endpoint.passed_headers
         if not passed:
             return ()
-        return tuple(
-            (name.decode("latin-1"), value.decode("latin-1"))
-            for name, value in self.scope["headers"]
-            if name in passed
-        )
+        values: dict[str, list[str]] = {}
+        for name, value in self.scope["headers"]:
+            if name in passed:  # a repeated header is one comma-separated list (RFC 9110)
+                values.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
+        return tuple((name, ", ".join(given)) for name, given in values.items())
 
     async def _attempt_and_relay(self, context: AttemptContext, request: ClientRequest) -> None:
         loop = attempt_loop(self.upstream, self.store)
@@ -312,10 +317,12 @@ class ModelsConsumer(ProxyConsumer):
 
     allowed_methods = ("GET",)
 
-    async def serve(self, body: bytes) -> None:
+    def error_shape(self) -> Endpoint:
         anthropic = any(name == ANTHROPIC_VERSION for name, _ in self.scope["headers"])
-        if anthropic:
-            self.endpoint = MESSAGES  # errors in Anthropic's shape too
+        return MESSAGES if anthropic else self.endpoint
+
+    async def serve(self, body: bytes) -> None:
+        anthropic = self.endpoint is MESSAGES
         snapshot, key = await self.authenticated()
         name = self.scope.get("url_route", {}).get("kwargs", {}).get("model")
         created = int(time.time())

@@ -20,6 +20,7 @@ from pytest_django.fixtures import Settings
 
 import routing.streams as routing_streams
 from resilience.domain.lockout import LockScope, model_slot
+from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_list, lockout_record
 from resilience.store import MemoryStore
 from routing.domain.endpoints import MESSAGES
@@ -153,15 +154,6 @@ async def test_other_client_headers_stay_with_the_gateway(relay: Relay, first: i
     assert not {"cookie", "x-session-id"} & set(sent.headers.keys())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "routing/upstream.py:140 _upstream_headers does headers.update(forwarded): the "
-        "forwarded (name, value) pairs go into a dict, so of two anthropic-beta headers only "
-        "the last reaches the upstream. Fix: join repeated forwarded headers with ', ' (or "
-        "keep them as a list of pairs) before merging."
-    ),
-)
 async def test_every_anthropic_beta_header_reaches_the_upstream(relay: Relay, first: int) -> None:
     relay.fake.behaviours[CLAUDE_PRIMARY] = answer(200, RAW_ANSWER)
     betas = [(b"anthropic-beta", b"tools-1"), (b"anthropic-beta", b"cache-2")]
@@ -497,7 +489,7 @@ def ends_with_interruption(reply: Any) -> dict[str, Any]:
     return dict(error_object)
 
 
-async def test_a_stream_cut_after_its_first_token_ends_with_an_error_event_and_a_failure(
+async def test_a_stream_cut_after_its_first_token_is_finished_by_the_next_target(
     relay: Relay, pair: tuple[int, int]
 ) -> None:
     sent = messages_events()[: MESSAGES_FIRST_TOKEN + 2]  # two deltas
@@ -510,12 +502,33 @@ async def test_a_stream_cut_after_its_first_token_ends_with_an_error_event_and_a
 
     assert reply.status == 200
     assert reply.body.startswith(b"".join(sent))
+    assert messages_text(reply) == "".join(TEXT)  # regenerated and spliced: nothing twice
+    names = [name for name, _ in sse(reply)]
+    assert names.count("message_start") == 1 and names[-1] == "message_stop"
+    assert names.count("content_block_stop") == 1
+    assert relay.fake.calls == [CLAUDE_PRIMARY, CLAUDE_BACKUP]
+    broke = await lockout_record(store=relay.store, provider="claude", connection_id=pair[0])
+    assert broke.failures[model_slot("opus", LockScope.EXACT)].consecutive == 1
+
+
+async def test_with_continuation_off_a_cut_stream_ends_with_an_error_event(
+    relay: Relay, pair: tuple[int, int]
+) -> None:
+    patch = {"streamRecovery": {"continueMidStream": False}}
+    await database_sync_to_async(resilience_settings_update)(patch=patch)
+    sent = messages_events()[: MESSAGES_FIRST_TOKEN + 2]
+    relay.fake.behaviours.update(
+        {CLAUDE_PRIMARY: streaming(sent, then=CUT),
+         CLAUDE_BACKUP: streaming(messages_events(ident="msg_02"))}
+    )  # fmt: skip
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    assert reply.body.startswith(b"".join(sent))
     assert len(sse(reply)) == len(sent) + 1
     ends_with_interruption(reply)
     assert messages_text(reply) == "".join(TEXT[:2])
-    assert relay.fake.calls == [CLAUDE_PRIMARY]  # a Messages stream is not continued elsewhere
-    broke = await lockout_record(store=relay.store, provider="claude", connection_id=pair[0])
-    assert broke.failures[model_slot("opus", LockScope.EXACT)].consecutive == 1
+    assert relay.fake.calls == [CLAUDE_PRIMARY]
 
 
 async def test_an_in_band_error_after_the_first_token_ends_with_the_gateways_error_event(

@@ -199,16 +199,6 @@ async def test_a_post_is_a_405_in_openai_shape(catalog: None, plain_key: str) ->
     assert openai_error(reply)["code"] == "method_not_allowed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "routing/consumers.py:316-318 ModelsConsumer.serve switches self.endpoint to MESSAGES "
-        "(Anthropic's error shape) for an anthropic-version request, but ProxyConsumer.handle "
-        "runs _check_method (line 117) before serve, so a 405 is rendered in OpenAI's shape. "
-        "Fix: pick the endpoint from the headers before the method check (e.g. in __call__ / "
-        "handle, or override _check_method)."
-    ),
-)
 async def test_a_post_from_an_anthropic_client_is_a_405_in_anthropic_shape(
     catalog: None, plain_key: str
 ) -> None:
