@@ -10,7 +10,7 @@ import orjson
 from django.core.management.base import BaseCommand, CommandParser
 
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
-from routing.services import api_key_create, combo_save, connection_save
+from routing.services import api_key_create, combo_save, connection_save, provider_save
 
 DEMO_KEY_NAME = "demo"
 DEMO_MODELS = ["demo-model", "demo-fast"]
@@ -21,6 +21,9 @@ FAILOVER_COMBO = "demo-failover"
 # target, so every request through the combo calls both. The connection serves only this
 # model: plain ``mock/demo-model`` routes never reach it.
 MISSING_MODEL = "demo-missing"
+# The same fake upstream speaks Anthropic's Messages API: an Anthropic-format provider over it
+# serves /v1/messages (the Anthropic SDK) while ``mock`` serves the OpenAI APIs.
+ANTHROPIC_DEMO = "mock-anthropic"
 
 
 def _scenario_url(url: str, knobs: str) -> str:
@@ -55,6 +58,15 @@ class Command(BaseCommand):
             "Fail-over demo: the first target answers 404 model_not_found, the second answers",
             [{"provider": provider, "connection": missing, "model": MISSING_MODEL}, answer],
         )
+        claude = Provider.objects.filter(slug=ANTHROPIC_DEMO).first() or Provider(
+            slug=ANTHROPIC_DEMO
+        )
+        claude = provider_save(
+            provider=claude,
+            fields={"slug": ANTHROPIC_DEMO, "name": "Mock (Anthropic format)",
+                    "category": "api_key", "base_url": url, "wire_format": "anthropic"},
+        )  # fmt: skip
+        self._connection(claude, "demo-claude", url, 10)
         ClientApiKey.objects.filter(name=DEMO_KEY_NAME).delete()
         _, plaintext = api_key_create(name=DEMO_KEY_NAME, scopes=["manage"])
         self._announce(plaintext, options["gateway_url"])
@@ -93,6 +105,12 @@ class Command(BaseCommand):
             f"\nDemo API key (shown once, also has the 'manage' scope):\n  {plaintext}\n"
         )
         self.stdout.write(f"\nTry a streamed answer:\n  {curl}\n")
+        self.stdout.write(
+            "\nThe Anthropic SDK works too (POST /v1/messages):\n"
+            f"  anthropic.Anthropic(base_url='{gateway}', api_key='{plaintext}').messages.create("
+            f"model='{ANTHROPIC_DEMO}/demo-model', max_tokens=64, "
+            "messages=[{'role': 'user', 'content': 'hi'}])\n"
+        )
         self.stdout.write(
             f"\nAdmin: {gateway}/admin/ (create a user with `.venv/bin/python manage.py "
             "createsuperuser`)\n\n"
