@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -15,6 +14,7 @@ from aiohttp import web
 from routing.fakeupstream import wire
 from routing.fakeupstream.answer import Answerer, rejects_prefill
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
+from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
 
 
@@ -44,11 +44,6 @@ def _peer(request: web.Request) -> object:
     """The client end of the request's TCP connection: one per connection, reused or not."""
     transport = request.transport
     return transport.get_extra_info("peername") if transport is not None else None
-
-
-def _wants_usage(payload: Mapping[str, Any]) -> bool:
-    options = payload.get("stream_options")
-    return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
 class FakeApp:
@@ -102,22 +97,25 @@ class FakeApp:
         return rec
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, CHAT)
+
+    async def _answer(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
         try:
             payload = _json_object(await request.read())
             model = str(payload.get("model") or "fake-model")
-            behaviour = self._draw(self._resolve(request, model))
+            behaviour = self._draw(dialect.settle(self._resolve(request, model)))
         except ValueError as exc:
-            return wire.error(400, str(exc), "fake_knob_error")
+            return dialect.error(400, str(exc), "fake_knob_error")
         peer = _peer(request)
         rec = self._record(
             request, payload, behaviour, model=model.partition("?")[0],
-            stream=payload.get("stream") is True, prefill=wire.prefill_of(payload),
+            stream=payload.get("stream") is True, prefill=dialect.prefill_of(payload),
             peer=":".join(map(str, peer)) if isinstance(peer, tuple) else "",
         )  # fmt: skip
-        failed = behaviour.fails or rejects_prefill(rec)
-        self.journal.count(failed=failed, peer=peer)
+        self.journal.count(failed=behaviour.fails or rejects_prefill(rec), peer=peer)
         try:
-            resp = await self._answerer.answer(request, rec, _wants_usage(payload))
+            usage = dialect.wants_usage(payload)
+            resp = await self._answerer.answer(request, rec, dialect, usage)
         except (asyncio.CancelledError, ConnectionError):
             if rec.aborted_at is None:
                 rec.disconnected_at = time.monotonic()
