@@ -1,4 +1,5 @@
-"""The aiohttp application: chat completions, models and the ``/_fake`` control endpoints."""
+"""The aiohttp application: chat completions, responses, models and the ``/_fake`` control
+endpoints."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from routing.fakeupstream.answer import Answerer, rejects_prefill
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
 from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
+from routing.fakeupstream.responses_api import RESPONSES
 
 
 def _path_knobs(request: web.Request) -> dict[str, str]:
@@ -60,6 +62,7 @@ class FakeApp:
     def build(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/{prefix:.*}chat/completions", self._chat)
+        app.router.add_post("/{prefix:.*}responses", self._responses)
         app.router.add_get("/{prefix:.*}models", self._models)
         app.router.add_get("/_fake/log", self._get_log)
         app.router.add_post("/_fake/reset", self._post_reset)
@@ -98,6 +101,9 @@ class FakeApp:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         return await self._answer(request, CHAT)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, RESPONSES)
 
     async def _answer(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
         try:
