@@ -1,5 +1,5 @@
-"""The aiohttp application: chat completions, responses, models and the ``/_fake`` control
-endpoints."""
+"""The aiohttp application: chat completions, responses, messages, models and the ``/_fake``
+control endpoints."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from routing.fakeupstream.answer import Answerer, rejects_prefill
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
 from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
+from routing.fakeupstream.messages_api import MESSAGES
 from routing.fakeupstream.responses_api import RESPONSES
 
 
@@ -63,6 +64,7 @@ class FakeApp:
         app = web.Application()
         app.router.add_post("/{prefix:.*}chat/completions", self._chat)
         app.router.add_post("/{prefix:.*}responses", self._responses)
+        app.router.add_post("/{prefix:.*}messages", self._messages)
         app.router.add_get("/{prefix:.*}models", self._models)
         app.router.add_get("/_fake/log", self._get_log)
         app.router.add_post("/_fake/reset", self._post_reset)
@@ -104,6 +106,9 @@ class FakeApp:
 
     async def _responses(self, request: web.Request) -> web.StreamResponse:
         return await self._answer(request, RESPONSES)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, MESSAGES)
 
     async def _answer(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
         try:

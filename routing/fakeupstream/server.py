@@ -51,6 +51,11 @@ class FakeUpstream:
         """The OpenAI base URL; with knobs, a scenario path applying them."""
         return f"{self.url}/s/{urlencode(knobs)}/v1" if knobs else f"{self.url}/v1"
 
+    def anthropic_base_url(self, **knobs: object) -> str:
+        """The Anthropic base URL (the SDK appends ``/v1/messages``); with knobs, a scenario
+        path applying them."""
+        return f"{self.url}/s/{urlencode(knobs)}" if knobs else self.url
+
     def script(self, *behaviours: Mapping[str, object]) -> None:
         """Queue knob sets for the next chat requests (FIFO, each used once)."""
         self._journal.push_script([checked_knobs(b) for b in behaviours])
