@@ -1,5 +1,5 @@
 """Writing one answer in any dialect: latency, resets, stalls (with heartbeats), errors, the
-prefill rules, and the completion or stream with its mid-answer faults."""
+prefill and tool-count rules, and the completion or stream with its mid-answer faults."""
 
 from __future__ import annotations
 
@@ -25,6 +25,23 @@ _LINGER_RST: Final = struct.pack("ii", 1, 0)
 def rejects_prefill(rec: RequestRecord) -> bool:
     """The request carries an assistant prefill and the behaviour refuses it."""
     return rec.prefill is not None and rec.behaviour.prefill == "reject"
+
+
+def tools_refusal(rec: RequestRecord) -> str | None:
+    """The refusal of a request carrying more ``tools`` than ``max_tools`` allows, else None."""
+    limit = rec.behaviour.max_tools
+    if limit is None:
+        return None
+    tools = rec.body.get("tools") if isinstance(rec.body, dict) else None
+    count = len(tools) if isinstance(tools, list) else 0
+    if count <= limit:
+        return None
+    return f"too many tools: this model supports at most {limit} tools (max {limit}), got {count}"
+
+
+def refused(rec: RequestRecord) -> bool:
+    """The request itself is refused: a prefill the behaviour rejects, or too many tools."""
+    return rejects_prefill(rec) or tools_refusal(rec) is not None
 
 
 def answer_of(rec: RequestRecord) -> wire.Answer:
@@ -104,6 +121,8 @@ class Answerer:
             return dialect.error_answer(b)
         if rejects_prefill(rec):
             return dialect.error(400, wire.PREFILL_REJECTED)
+        if (refusal := tools_refusal(rec)) is not None:
+            return dialect.error(400, refusal)
         if rec.stream:
             return await self._stream(request, rec, dialect, usage)
         return await self._complete(request, rec, dialect)

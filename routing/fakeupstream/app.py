@@ -13,7 +13,7 @@ import orjson
 from aiohttp import web
 
 from routing.fakeupstream import wire
-from routing.fakeupstream.answer import Answerer, rejects_prefill
+from routing.fakeupstream.answer import Answerer, refused
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
 from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
@@ -123,7 +123,7 @@ class FakeApp:
             stream=payload.get("stream") is True, prefill=dialect.prefill_of(payload),
             peer=":".join(map(str, peer)) if isinstance(peer, tuple) else "",
         )  # fmt: skip
-        self.journal.count(failed=behaviour.fails or rejects_prefill(rec), peer=peer)
+        self.journal.count(failed=behaviour.fails or refused(rec), peer=peer)
         try:
             usage = dialect.wants_usage(payload)
             resp = await self._answerer.answer(request, rec, dialect, usage)
