@@ -1,4 +1,5 @@
-"""A fake OpenAI-compatible upstream: test double, demo server and benchmark target.
+"""A fake OpenAI-compatible (and Anthropic) upstream: test double, demo server and benchmark
+target.
 
 An ``aiohttp.web`` server imitating a provider. It does not import Django: tests use
 :class:`FakeUpstream` directly (``start()`` runs it in a daemon thread with its own event
@@ -15,19 +16,24 @@ Endpoints
     non-stream content for the same knobs: a deterministic text of ``chunks * chunk_size``
     characters (see ``text``), or its continuation after an assistant prefill (see
     ``prefill``); usage counts ``ceil(characters / 4)`` completion tokens.
+``POST .../responses``         the OpenAI Responses API, e.g. ``/v1/responses``; see Dialects.
+``POST .../messages``          the Anthropic Messages API, e.g. ``/v1/messages`` (the Anthropic
+                               SDK's ``base_url`` is :meth:`FakeUpstream.anthropic_base_url`);
+                               see Dialects.
 ``GET .../models``             an OpenAI model list (knobs do not apply).
 ``GET /_fake/log``             the recorded requests as JSON.
 ``POST /_fake/reset``          clears the log, the scripted behaviours, the per-model knobs and
                                the counters.
 ``POST /_fake/script``         a JSON list of knob objects (or one object), queued FIFO; each is
-                               used by exactly one following chat request.
-``POST /_fake/models``         ``{"model": name, "knobs": {...}}``: knobs for every following chat
-                               request for that model (the name before ``?``) until changed;
+                               used by exactly one following answer request (any route).
+``POST /_fake/models``         ``{"model": name, "knobs": {...}}``: knobs for every following
+                               answer request for that model (the name before ``?``) until changed;
                                empty or null knobs forget them.
-``GET /_fake/stats``           ``{"chat": n, "failed": m, "connections": c}``: chat answers so
-                               far; how many were not a plain success (non-2xx, ``body``, reset,
-                               stall, cut, ``malformed_at``, ``done`` other than ``yes``, or a
-                               refused prefill); and how many distinct TCP connections carried
+``GET /_fake/stats``           ``{"chat": n, "failed": m, "connections": c}``: answers so far
+                               (chat, responses and messages all count as ``chat``); how many
+                               were not a plain success (non-2xx, ``body``, reset, stall, cut,
+                               ``malformed_at``, ``done`` other than ``yes``, a refused prefill
+                               or too many tools); and how many distinct TCP connections carried
                                them (distinct client ``(host, port)`` peers: a pooled connection
                                reused for several requests counts once). Counted since the last
                                reset, even with ``record=False``.
@@ -35,7 +41,8 @@ Endpoints
 Knobs
 -----
 ``status``             int, default 200. Non-2xx answers an OpenAI error JSON
-                       ``{"error": {"message", "type", "code"}}`` (also for stream requests).
+                       ``{"error": {"message", "type", "code"}}`` (also for stream requests;
+                       the Anthropic shape on ``messages``, see Dialects).
 ``body``               raw response body text; replaces the normal answer at any status.
 ``retry_after``        value of a ``Retry-After`` response header.
 ``headers``            extra response headers: a JSON object (script form; elsewhere JSON text).
@@ -92,11 +99,17 @@ Knobs
                        per server (``FakeUpstream(seed=...)``, ``manage.py fakeupstream
                        --seed``), so a sequential run is repeatable; e.g.
                        ``base_url(status=503, error_rate=0.05)``.
-``reset``/``stall``/``cut``/``mid_at``/``malformed_at``/``error_rate`` accept ``none`` (or
-empty) to switch off a lower-precedence value; ``done``/``text``/``prefill`` take it as their
-default.
+``max_tools``          int >= 0, unset by default: a request whose ``tools`` list has more
+                       entries answers 400 (``invalid_request_error``, in the route's error
+                       shape) with the message ``too many tools: this model supports at most N
+                       tools (max N), got C``; counted as failed. Kept by a passing
+                       ``error_rate`` draw (it is what the model can do, like ``prefill``).
+``reset``/``stall``/``cut``/``mid_at``/``malformed_at``/``error_rate``/``max_tools`` accept
+``none`` (or empty) to switch off a lower-precedence value; ``done``/``text``/``prefill`` take
+it as their default.
 Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then a
-refused prefill, then the answer; for ``mid``, ``reset`` wins over ``stall`` over ``cut``.
+refused prefill, then too many tools, then the answer; for ``mid``, ``reset`` wins over
+``stall`` over ``cut``.
 
 Channels, highest precedence first: (1) scripted behaviours (``/_fake/script`` or
 :meth:`FakeUpstream.script`), (2) per-model knobs (``/_fake/models`` or
@@ -107,17 +120,57 @@ path prefix, e.g. base URL ``http://127.0.0.1:PORT/s/status=503&latency_ms=10/v1
 or bad values answer 400 with error type ``fake_knob_error``. The ``error_rate`` draw comes
 last, on the merged knobs.
 
-Records (:class:`RequestRecord`) are kept for chat and model requests in a bounded deque
+Dialects
+--------
+Every knob, channel, fault and record works the same on the three answer routes; only the
+words differ (:mod:`routing.fakeupstream.dialect`). ``mid_at``, ``malformed_at`` and
+``chunks_sent`` count content (delta) events only: the head events (below) always go out
+first, so ``reset=mid&mid_at=0`` resets right after them, and ``cut=mid`` leaves out the
+whole tail (every event after the last delta). Streams end without ``[DONE]`` on the two
+routes below, so there ``done=close`` is ``done=yes`` (recorded as ``yes``, not a failure)
+and ``done=hang`` keeps the connection open after the last event. Ids are ``resp_fake_N``,
+``msg_fake_N`` and ``rs_fake_N``, N the answer's 12-digit number (the ids of one answer share
+it). Usage counts 8 input tokens and ``ceil(characters / 4)`` output tokens. Every event has
+an ``event:`` line naming its ``type``; the malformed event is such an event whose ``data:``
+is truncated JSON.
+
+``responses``  A ``response`` JSON (``status: completed``, one ``output`` item: an assistant
+    ``message`` with one ``output_text`` part, or with ``reasoning`` a ``reasoning`` item
+    whose ``summary`` holds the text). A stream, each event with ``sequence_number`` 0, 1, ...:
+    ``response.created``, ``response.in_progress`` (the response in progress, ``output: []``),
+    ``response.output_item.added``, ``response.content_part.added``, one
+    ``response.output_text.delta`` per chunk, ``response.output_text.done``,
+    ``response.content_part.done``, ``response.output_item.done``, ``response.completed``
+    (with the output and usage). With ``reasoning``: ``response.reasoning_summary_part.*`` and
+    ``response.reasoning_summary_text.*`` (``summary_index`` 0) instead of the content part
+    and text events. The ``prefill`` knob does not apply (``prefill`` is recorded as None).
+    Errors as for chat. The malformed event: ``event: response.output_text.delta`` with
+    ``data: {"type": "response.output_text.delta", "delta":``.
+``messages``   A ``message`` JSON (``stop_reason: end_turn``, one ``text`` block, or with
+    ``reasoning`` one ``thinking`` block with ``signature: "fake"``). A stream:
+    ``message_start`` (``content: []``, ``output_tokens: 1``), ``content_block_start``,
+    ``ping``, one ``content_block_delta`` per chunk (``text_delta``; ``thinking_delta`` with
+    ``reasoning``, then one ``signature_delta`` after them), ``content_block_stop``,
+    ``message_delta`` (``stop_reason`` and usage), ``message_stop``. The prefill is the last
+    message's content when its role is ``assistant``: a string, or text blocks (joined).
+    Errors are ``{"type": "error", "error": {"type", "message"}}``, the type by status:
+    400 ``invalid_request_error``, 401 ``authentication_error``, 403 ``permission_error``,
+    404 ``not_found_error``, 413 ``request_too_large``, 429 ``rate_limit_error``, 529
+    ``overloaded_error``, other 5xx ``api_error``, other 4xx ``invalid_request_error``; knob
+    errors ``fake_knob_error``. ``x-api-key`` and ``anthropic-version`` are recorded with the
+    other headers, never required. The malformed event: ``event: content_block_delta`` with
+    ``data: {"type": "content_block_delta", "delta":``.
+
+Records (:class:`RequestRecord`) are kept for answer and model requests in a bounded deque
 (last 1000) unless ``record=False``; times are ``time.monotonic()`` of the server process.
-``body`` is the parsed request (``messages`` reads its message list), ``prefill`` the
-assistant prefill it carried (None without one: ``all(r.prefill is None for r in
-fake.requests)`` shows no prefill request reached this fake), ``chunks_sent`` the content
-chunks written, ``pings_sent`` the heartbeats and ``peer`` the client's ``host:port`` (one
-per TCP connection: requests with the same ``peer`` came over one pooled connection).
-``completed`` is true when the handler
-finished its answer (including error and ``cut`` answers); ``disconnected_at`` is when the
-server noticed the client went away, ``aborted_at`` when the server itself reset the
-connection.
+``path`` tells the route, ``body`` is the parsed request (``messages`` reads its message
+list), ``prefill`` the assistant prefill it carried (None without one: ``all(r.prefill is
+None for r in fake.requests)`` shows no prefill request reached this fake), ``chunks_sent``
+the content chunks written, ``pings_sent`` the heartbeats and ``peer`` the client's
+``host:port`` (one per TCP connection: requests with the same ``peer`` came over one pooled
+connection). ``completed`` is true when the handler finished its answer (including error
+and ``cut`` answers); ``disconnected_at`` is when the server noticed the client went away,
+``aborted_at`` when the server itself reset the connection.
 
 Library use::
 

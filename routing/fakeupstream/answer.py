@@ -1,5 +1,5 @@
-"""Writing one chat answer: latency, resets, stalls (with heartbeats), errors, the prefill
-rules, and the completion or stream with its mid-answer faults."""
+"""Writing one answer in any dialect: latency, resets, stalls (with heartbeats), errors, the
+prefill and tool-count rules, and the completion or stream with its mid-answer faults."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from aiohttp import web
 
 from routing.fakeupstream import wire
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord
+from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
 
 STALL_MAX_S: Final = 300.0
@@ -24,6 +25,23 @@ _LINGER_RST: Final = struct.pack("ii", 1, 0)
 def rejects_prefill(rec: RequestRecord) -> bool:
     """The request carries an assistant prefill and the behaviour refuses it."""
     return rec.prefill is not None and rec.behaviour.prefill == "reject"
+
+
+def tools_refusal(rec: RequestRecord) -> str | None:
+    """The refusal of a request carrying more ``tools`` than ``max_tools`` allows, else None."""
+    limit = rec.behaviour.max_tools
+    if limit is None:
+        return None
+    tools = rec.body.get("tools") if isinstance(rec.body, dict) else None
+    count = len(tools) if isinstance(tools, list) else 0
+    if count <= limit:
+        return None
+    return f"too many tools: this model supports at most {limit} tools (max {limit}), got {count}"
+
+
+def refused(rec: RequestRecord) -> bool:
+    """The request itself is refused: a prefill the behaviour rejects, or too many tools."""
+    return rejects_prefill(rec) or tools_refusal(rec) is not None
 
 
 def answer_of(rec: RequestRecord) -> wire.Answer:
@@ -42,20 +60,25 @@ def mid_point(b: Behaviour, n_chunks: int) -> int:
     return n_chunks // 2 if b.mid_at is None else min(b.mid_at, n_chunks)
 
 
-def _with_malformed(events: tuple[bytes, ...], at: int | None) -> tuple[bytes, ...]:
+def _with_malformed(
+    events: tuple[bytes, ...], at: int | None, malformed: bytes
+) -> tuple[bytes, ...]:
     if at is None or at > len(events):
         return events
-    return (*events[:at], wire.MALFORMED, *events[at:])
+    return (*events[:at], malformed, *events[at:])
 
 
 async def stall(
-    resp: web.StreamResponse | None, rec: RequestRecord, heartbeat_ms: float = 0.0
+    resp: web.StreamResponse | None,
+    rec: RequestRecord,
+    heartbeat_ms: float = 0.0,
+    dialect: Dialect = CHAT,
 ) -> web.StreamResponse:
     """Write nothing (or only ``: ping`` comments every ``heartbeat_ms`` into an open stream)
     until the client goes away, up to :data:`STALL_MAX_S`."""
     if resp is None or not heartbeat_ms:
         await asyncio.sleep(STALL_MAX_S)
-        return resp or wire.error(504, "fake upstream stalled", "server_error")
+        return resp or dialect.error(504, "fake upstream stalled")
     deadline = time.monotonic() + STALL_MAX_S
     while (left := deadline - time.monotonic()) > 0:
         await asyncio.sleep(min(heartbeat_ms / 1000, left))
@@ -84,34 +107,42 @@ class Answerer:
         self._ids = itertools.count(1)
 
     async def answer(
-        self, request: web.Request, rec: RequestRecord, usage: bool
+        self, request: web.Request, rec: RequestRecord, dialect: Dialect, usage: bool
     ) -> web.StreamResponse:
+        """Answer ``rec`` in ``dialect``; ``usage``: a chat stream carries its usage event."""
         b = rec.behaviour
         if b.latency_ms:
             await asyncio.sleep(b.latency_ms / 1000)
         if b.reset == "before":
             return abort(request, rec)
         if b.stall == "before":
-            return await self._stall_before(request, rec)
+            return await self._stall_before(request, rec, dialect)
         if b.body is not None or not 200 <= b.status < 300:
-            return wire.error_answer(b)
+            return dialect.error_answer(b)
         if rejects_prefill(rec):
-            return wire.error(400, wire.PREFILL_REJECTED)
+            return dialect.error(400, wire.PREFILL_REJECTED)
+        if (refusal := tools_refusal(rec)) is not None:
+            return dialect.error(400, refusal)
         if rec.stream:
-            return await self._stream(request, rec, usage)
-        return await self._complete(request, rec)
+            return await self._stream(request, rec, dialect, usage)
+        return await self._complete(request, rec, dialect)
 
-    async def _stall_before(self, request: web.Request, rec: RequestRecord) -> web.StreamResponse:
+    async def _stall_before(
+        self, request: web.Request, rec: RequestRecord, dialect: Dialect
+    ) -> web.StreamResponse:
         """No headers at all; with ``heartbeat_ms`` a stream's headers, then only pings."""
         b = rec.behaviour
         if not (rec.stream and b.heartbeat_ms):
-            return await stall(None, rec)
+            return await stall(None, rec, dialect=dialect)
         return await stall(await self._open_stream(request, b), rec, b.heartbeat_ms)
 
-    async def _complete(self, request: web.Request, rec: RequestRecord) -> web.StreamResponse:
+    async def _complete(
+        self, request: web.Request, rec: RequestRecord, dialect: Dialect
+    ) -> web.StreamResponse:
         b = rec.behaviour
-        rid = wire.request_id(next(self._ids))
-        body = wire.completion_body(rec.model, answer_of(rec)).replace(wire.ID, rid)
+        rid = dialect.request_id(next(self._ids))
+        body = dialect.completion_body(rec.model, answer_of(rec))
+        body = body.replace(dialect.placeholder, rid)
         headers = wire.headers(b, "application/json")
         if b.mid is None:
             return web.Response(status=b.status, body=body, headers=headers)
@@ -128,19 +159,20 @@ class Answerer:
         return resp
 
     async def _stream(
-        self, request: web.Request, rec: RequestRecord, usage: bool
+        self, request: web.Request, rec: RequestRecord, dialect: Dialect, usage: bool
     ) -> web.StreamResponse:
         b = rec.behaviour
-        events = wire.stream_events(rec.model, answer_of(rec), b.chunk_size, usage)
-        rid = wire.request_id(next(self._ids))
+        events = dialect.stream_events(rec.model, answer_of(rec), b.chunk_size, usage)
+        ids = (dialect.placeholder, dialect.request_id(next(self._ids)))
         resp = await self._open_stream(request, b)
         upto = mid_point(b, len(events.content))
         malformed = None if b.malformed_at is None else min(b.malformed_at, len(events.content))
-        await self._send(resp, rec, events.content[:upto], rid, malformed)
+        content = events.content[:upto]
+        await self._send(resp, rec, events.head, content, ids, (malformed, dialect.malformed))
         if b.mid:
             return await self._midway(request, resp, rec)
-        tail = (*events.tail, wire.DONE) if b.done == "yes" else events.tail
-        await resp.write(b"".join(tail).replace(wire.ID, rid))
+        tail = (*events.tail, dialect.done_line) if b.done == "yes" else events.tail
+        await resp.write(b"".join(tail).replace(*ids))
         if b.done == "hang":
             return await stall(resp, rec)
         await resp.write_eof()
@@ -150,27 +182,32 @@ class Answerer:
         self,
         resp: web.StreamResponse,
         rec: RequestRecord,
+        head: tuple[bytes, ...],
         events: tuple[bytes, ...],
-        rid: bytes,
-        malformed: int | None,
+        ids: tuple[bytes, bytes],
+        malformed: tuple[int | None, bytes],
     ) -> None:
-        """Write the content ``events``, with the malformed event before event ``malformed``
-        (after the last one when it equals their number)."""
+        """Write the ``head`` events, then the content ``events`` with ``ids`` = (placeholder,
+        id) swapped in, and ``malformed`` = (k, event): that event before event k (after the
+        last one when k equals their number; none when k is None)."""
         interval = rec.behaviour.chunk_interval_ms / 1000
+        at, bad = malformed
         if not interval:
-            await resp.write(b"".join(_with_malformed(events, malformed)).replace(wire.ID, rid))
+            await resp.write(b"".join((*head, *_with_malformed(events, at, bad))).replace(*ids))
             rec.chunks_sent, rec.last_chunk_at = len(events), time.monotonic()
             return
+        if head:
+            await resp.write(b"".join(head).replace(*ids))
         for i, event in enumerate(events):
             if i:
                 await asyncio.sleep(interval)
-            if i == malformed:
-                await resp.write(wire.MALFORMED)
-            await resp.write(event.replace(wire.ID, rid))
+            if i == at:
+                await resp.write(bad)
+            await resp.write(event.replace(*ids))
             rec.chunks_sent, rec.last_chunk_at = i + 1, time.monotonic()
             self.journal.touch()
-        if malformed == len(events):
-            await resp.write(wire.MALFORMED)
+        if at == len(events):
+            await resp.write(bad)
 
     async def _midway(
         self, request: web.Request, resp: web.StreamResponse, rec: RequestRecord

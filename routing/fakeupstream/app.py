@@ -1,11 +1,11 @@
-"""The aiohttp application: chat completions, models and the ``/_fake`` control endpoints."""
+"""The aiohttp application: chat completions, responses, messages, models and the ``/_fake``
+control endpoints."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import time
-from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -13,9 +13,12 @@ import orjson
 from aiohttp import web
 
 from routing.fakeupstream import wire
-from routing.fakeupstream.answer import Answerer, rejects_prefill
+from routing.fakeupstream.answer import Answerer, refused
 from routing.fakeupstream.behaviour import Behaviour, RequestRecord, checked_knobs
+from routing.fakeupstream.dialect import CHAT, Dialect
 from routing.fakeupstream.journal import Journal
+from routing.fakeupstream.messages_api import MESSAGES
+from routing.fakeupstream.responses_api import RESPONSES
 
 
 def _path_knobs(request: web.Request) -> dict[str, str]:
@@ -46,11 +49,6 @@ def _peer(request: web.Request) -> object:
     return transport.get_extra_info("peername") if transport is not None else None
 
 
-def _wants_usage(payload: Mapping[str, Any]) -> bool:
-    options = payload.get("stream_options")
-    return isinstance(options, dict) and bool(options.get("include_usage"))
-
-
 class FakeApp:
     """Request handlers; knobs resolve as script > per-model knobs > header > model query >
     path > defaults, then an ``error_rate`` draw."""
@@ -65,6 +63,8 @@ class FakeApp:
     def build(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/{prefix:.*}chat/completions", self._chat)
+        app.router.add_post("/{prefix:.*}responses", self._responses)
+        app.router.add_post("/{prefix:.*}messages", self._messages)
         app.router.add_get("/{prefix:.*}models", self._models)
         app.router.add_get("/_fake/log", self._get_log)
         app.router.add_post("/_fake/reset", self._post_reset)
@@ -102,22 +102,31 @@ class FakeApp:
         return rec
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, CHAT)
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, RESPONSES)
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._answer(request, MESSAGES)
+
+    async def _answer(self, request: web.Request, dialect: Dialect) -> web.StreamResponse:
         try:
             payload = _json_object(await request.read())
             model = str(payload.get("model") or "fake-model")
-            behaviour = self._draw(self._resolve(request, model))
+            behaviour = self._draw(dialect.settle(self._resolve(request, model)))
         except ValueError as exc:
-            return wire.error(400, str(exc), "fake_knob_error")
+            return dialect.error(400, str(exc), "fake_knob_error")
         peer = _peer(request)
         rec = self._record(
             request, payload, behaviour, model=model.partition("?")[0],
-            stream=payload.get("stream") is True, prefill=wire.prefill_of(payload),
+            stream=payload.get("stream") is True, prefill=dialect.prefill_of(payload),
             peer=":".join(map(str, peer)) if isinstance(peer, tuple) else "",
         )  # fmt: skip
-        failed = behaviour.fails or rejects_prefill(rec)
-        self.journal.count(failed=failed, peer=peer)
+        self.journal.count(failed=behaviour.fails or refused(rec), peer=peer)
         try:
-            resp = await self._answerer.answer(request, rec, _wants_usage(payload))
+            usage = dialect.wants_usage(payload)
+            resp = await self._answerer.answer(request, rec, dialect, usage)
         except (asyncio.CancelledError, ConnectionError):
             if rec.aborted_at is None:
                 rec.disconnected_at = time.monotonic()

@@ -12,10 +12,10 @@ from routing.fakeupstream.knobs import coerce
 
 Phase = Literal["before", "mid"]
 # What an ``error_rate`` draw that passes keeps: the shape of the answer and what the model
-# can do (text, reasoning, prefill support), not its failure.
+# can do (text, reasoning, prefill support, how many tools), not its failure.
 SHAPE_KNOBS: Final = (
     "latency_ms", "chunks", "chunk_interval_ms", "chunk_size", "mid_at", "heartbeat_ms",
-    "reasoning", "text", "prefill", "error_rate",
+    "reasoning", "text", "prefill", "error_rate", "max_tools",
 )  # fmt: skip
 
 
@@ -42,6 +42,7 @@ class Behaviour:
     text: Literal["default", "alt"] = "default"
     prefill: Literal["accept", "reject", "ignore"] = "accept"
     error_rate: float | None = None
+    max_tools: int | None = None
 
     def __post_init__(self) -> None:
         if not 100 <= self.status <= 599:
@@ -50,8 +51,10 @@ class Behaviour:
             raise ValueError(f"error_rate must be within 0..1, got {self.error_rate}")
         if min(self.latency_ms, self.chunk_interval_ms, self.chunks) < 0 or self.chunk_size < 1:
             raise ValueError("need latency_ms, chunk_interval_ms, chunks >= 0, chunk_size >= 1")
-        if min(self.mid_at or 0, self.malformed_at or 0, self.heartbeat_ms) < 0:
-            raise ValueError("need mid_at, malformed_at, heartbeat_ms >= 0")
+        if min(self.mid_at or 0, self.malformed_at or 0, self.max_tools or 0) < 0:
+            raise ValueError("need mid_at, malformed_at, max_tools >= 0")
+        if self.heartbeat_ms < 0:
+            raise ValueError("need heartbeat_ms >= 0")
 
     def with_knobs(self, knobs: Mapping[str, object]) -> Behaviour:
         """A copy with ``knobs`` (strings or JSON values) applied; ValueError if invalid."""
@@ -75,8 +78,8 @@ class Behaviour:
 
     def healthy(self) -> Behaviour:
         """The normal 200 answer of the same shape: only :data:`SHAPE_KNOBS` are kept
-        (latency, chunking, text, reasoning, prefill, ``error_rate``); every other knob is back
-        to its default."""
+        (latency, chunking, text, reasoning, prefill, ``error_rate``, ``max_tools``); every
+        other knob is back to its default."""
         return dataclasses.replace(Behaviour(), **{k: getattr(self, k) for k in SHAPE_KNOBS})
 
 

@@ -61,7 +61,7 @@ class Journal:
             return self._script.popleft() if self._script else {}
 
     def set_model(self, model: str, knobs: dict[str, Any]) -> None:
-        """Apply ``knobs`` to every chat request for ``model``; empty knobs forget it."""
+        """Apply ``knobs`` to every answer request for ``model``; empty knobs forget it."""
         with self._lock:
             if knobs:
                 self._models[model] = dict(knobs)
@@ -73,8 +73,8 @@ class Journal:
             return dict(self._models.get(model, {}))
 
     def count(self, *, failed: bool, peer: object = None) -> None:
-        """Count one chat answer and the client connection (its ``peer`` address) that
-        carried it (kept even when the log is off)."""
+        """Count one answer (chat, responses or messages: all under ``chat``) and the client
+        connection (its ``peer`` address) that carried it (kept even when the log is off)."""
         with self._lock:
             self._stats["chat"] += 1
             self._stats["failed"] += failed

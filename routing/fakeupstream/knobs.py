@@ -90,6 +90,7 @@ KNOBS: Final[dict[str, Callable[[object], Any]]] = {
     "text": _option("default", "alt"),
     "prefill": _option("accept", "reject", "ignore"),
     "error_rate": _rate,
+    "max_tools": _optional_int,
 }
 
 

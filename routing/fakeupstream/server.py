@@ -25,7 +25,7 @@ Predicate = Callable[["FakeUpstream"], object]
 
 
 class FakeUpstream:
-    """A fake OpenAI-compatible server; see the package docstring for endpoints and knobs."""
+    """A fake OpenAI (and Anthropic) server; see the package docstring for endpoints and knobs."""
 
     def __init__(
         self,
@@ -51,19 +51,25 @@ class FakeUpstream:
         """The OpenAI base URL; with knobs, a scenario path applying them."""
         return f"{self.url}/s/{urlencode(knobs)}/v1" if knobs else f"{self.url}/v1"
 
+    def anthropic_base_url(self, **knobs: object) -> str:
+        """The Anthropic base URL (the SDK appends ``/v1/messages``); with knobs, a scenario
+        path applying them."""
+        return f"{self.url}/s/{urlencode(knobs)}" if knobs else self.url
+
     def script(self, *behaviours: Mapping[str, object]) -> None:
-        """Queue knob sets for the next chat requests (FIFO, each used once)."""
+        """Queue knob sets for the next answer requests, any route (FIFO, each used once)."""
         self._journal.push_script([checked_knobs(b) for b in behaviours])
 
     def set_model(self, model: str, **knobs: object) -> None:
-        """Apply ``knobs`` to every following chat request for ``model`` (the name before
+        """Apply ``knobs`` to every following answer request for ``model`` (the name before
         ``?``) until changed; no knobs: forget the model's knobs."""
         self._journal.set_model(model, checked_knobs(knobs))
 
     @property
     def stats(self) -> dict[str, int]:
-        """Chat answers so far: ``chat`` in all, ``failed`` of them not a plain success, and
-        ``connections``: how many distinct client connections carried them."""
+        """Answers so far on the chat, responses and messages routes: ``chat`` in all,
+        ``failed`` of them not a plain success, and ``connections``: how many distinct client
+        connections carried them."""
         return self._journal.stats()
 
     @property

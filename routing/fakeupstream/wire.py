@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
@@ -31,7 +31,7 @@ _TEXTS: Final = {
 PREFILL_REJECTED: Final = (
     "assistant prefill is not supported: the conversation must not end with an assistant message"
 )
-_PROMPT_TOKENS: Final = 8
+PROMPT_TOKENS: Final = 8
 _ERROR_KINDS: Final = {
     400: ("invalid_request_error", "bad_request"),
     401: ("invalid_request_error", "invalid_api_key"),
@@ -71,10 +71,16 @@ class Answer:
 
 
 class StreamEvents(NamedTuple):
-    """A stream's content events, then its tail (the finish event and the usage event)."""
+    """A stream's content events, then its tail (the finish event and the usage event); and
+    its head: the events before the first content event (none in chat completions)."""
 
     content: tuple[bytes, ...]
     tail: tuple[bytes, ...]
+    head: tuple[bytes, ...] = ()
+
+
+# An error body from (status, message, error type or None for the status's default).
+ErrorEncoder = Callable[[int, str, str | None], bytes]
 
 
 def prefill_of(payload: Mapping[str, Any]) -> str | None:
@@ -88,12 +94,17 @@ def prefill_of(payload: Mapping[str, Any]) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def tokens(n_chars: int) -> int:
+    """The completion tokens counted for ``n_chars`` characters: one per four, rounded up."""
+    return (n_chars + 3) // 4
+
+
 def _usage(n_chars: int) -> dict[str, int]:
-    completion = (n_chars + 3) // 4
+    completion = tokens(n_chars)
     return {
-        "prompt_tokens": _PROMPT_TOKENS,
+        "prompt_tokens": PROMPT_TOKENS,
         "completion_tokens": completion,
-        "total_tokens": _PROMPT_TOKENS + completion,
+        "total_tokens": PROMPT_TOKENS + completion,
     }
 
 
@@ -153,22 +164,25 @@ def json_response(data: Any, status: int = 200) -> web.Response:
     return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
 
 
-def _error_json(status: int, message: str, kind: str | None = None) -> bytes:
+def error_json(status: int, message: str, kind: str | None = None) -> bytes:
+    """An OpenAI error body: ``{"error": {"message", "type", "code"}}``."""
     default = ("server_error", "server_error") if status >= 500 else ("invalid_request_error", None)
     etype, code = _ERROR_KINDS.get(status, default)
     return orjson.dumps({"error": {"message": message, "type": kind or etype, "code": code}})
 
 
-def error(status: int, message: str, kind: str | None = None) -> web.Response:
-    """An OpenAI-style error answer."""
-    body = _error_json(status, message, kind)
+def error(
+    status: int, message: str, kind: str | None = None, encode: ErrorEncoder = error_json
+) -> web.Response:
+    """An error answer, OpenAI-style unless ``encode`` says otherwise."""
+    body = encode(status, message, kind)
     return web.Response(status=status, body=body, content_type="application/json")
 
 
-def error_answer(b: Behaviour) -> web.Response:
-    """The answer for a non-2xx ``status`` or an explicit ``body``."""
+def error_answer(b: Behaviour, encode: ErrorEncoder = error_json) -> web.Response:
+    """The answer for a non-2xx ``status`` (its body from ``encode``) or an explicit ``body``."""
     if b.body is None:
-        body = _error_json(b.status, f"fake upstream error {b.status}")
+        body = encode(b.status, f"fake upstream error {b.status}", None)
         return web.Response(status=b.status, body=body, headers=headers(b, "application/json"))
     is_json = b.body.lstrip().startswith(("{", "["))
     ctype = "application/json" if is_json else "text/plain; charset=utf-8"

@@ -83,3 +83,22 @@ async def read_until(
     except httpx.ReadTimeout:
         return lines, True
     return lines, False
+
+
+def named_events(text: str) -> list[tuple[str, str]]:
+    """The ``(event, data)`` pairs of an SSE body whose events carry ``event:`` lines (the
+    Responses and Messages APIs); comments and events without data are skipped."""
+    pairs, name = [], ""
+    for line in text.splitlines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            pairs.append((name, line[6:]))
+            name = ""
+    return pairs
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """A dropped connection as an SDK surfaces it: its ``APIConnectionError``, or the raw
+    transport error of the HTTP library under it (which the SDKs do not re-export)."""
+    return bool({c.__name__ for c in type(exc).__mro__} & {"APIConnectionError", "TransportError"})
