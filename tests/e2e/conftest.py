@@ -159,6 +159,7 @@ def make_route(
     category: str = "api_key",
     disable_cooling: bool = False,
     wire_format: str = "openai",
+    served_models: list[str] | None = None,
 ) -> Route:
     """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
     slug = f"e2e-{secrets.token_hex(4)}"
@@ -173,7 +174,7 @@ def make_route(
             "/api/connections/",
             {"provider": slug, "name": f"c{priority}", "priority": priority,
              "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET,
-             "disable_cooling": disable_cooling},
+             "disable_cooling": disable_cooling, "served_models": served_models or []},
         )  # fmt: skip
         ids.append(connection["id"])
     allowed = models if models is not None else [f"{slug}/*"]

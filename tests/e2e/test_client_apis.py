@@ -87,7 +87,8 @@ def test_anthropic_messages_create_and_stream(gateway: Gateway, fake: FakeUpstre
     route = anthropic_route(gateway, fake, SHAPE)
     sdk = anthropic_sdk(gateway, route)
 
-    message = ask(sdk, route)
+    beta = {"anthropic-beta": "prompt-caching-2024-07-31"}
+    message = ask(sdk, route, extra_headers=beta)
     with sdk.messages.stream(
         model=route.model(), max_tokens=64, messages=[{"role": "user", "content": "x"}]
     ) as stream:
@@ -98,14 +99,15 @@ def test_anthropic_messages_create_and_stream(gateway: Gateway, fake: FakeUpstre
     sent = records(fake, route, path=MESSAGES)
     assert [r.stream for r in sent] == [False, True]
     if sent[0].headers:  # the fake records headers when recording is on
-        assert sent[0].headers["anthropic-version"] == "2023-06-01"
-        assert route.key not in sent[0].headers.values()  # the client's key never goes up
+        assert sent[0].headers["anthropic-version"]  # the SDK's own, passed through
+        assert sent[0].headers["anthropic-beta"] == beta["anthropic-beta"]
+        assert route.key not in str(sent[0].headers)  # the client's key never goes up
 
 
 def test_each_sdk_lists_and_retrieves_models_in_its_shape(
     gateway: Gateway, fake: FakeUpstream
 ) -> None:
-    route = make_route(gateway, fake, SHAPE, models=None)
+    route = make_route(gateway, fake, SHAPE, served_models=["gpt-test"])
     model = route.model()
     listed = [m.id for m in openai_sdk(gateway, route).models.list()]
     one = openai_sdk(gateway, route).models.retrieve(model)
@@ -144,7 +146,8 @@ def test_responses_fail_over_and_a_long_retry_after_locks_the_pair(
     first = openai_sdk(gateway, limited).responses.create(model=limited.model(), input="x")
     second = openai_sdk(gateway, limited).responses.create(model=limited.model(), input="x")
 
-    assert served.output_text == WHOLE and calls(fake, down, RESPONSES) == [1, 2]
+    assert served.output_text == WHOLE
+    assert calls(fake, down, RESPONSES) == [1, 1, 2]  # a 5xx is retried once, then next
     assert first.output_text == second.output_text == WHOLE
     assert calls(fake, limited, RESPONSES) == [1, 2, 2]  # the locked pair is skipped
 
@@ -160,7 +163,7 @@ def test_messages_fail_over_and_a_long_retry_after_locks_the_pair(
     second = ask(anthropic_sdk(gateway, limited), limited)
 
     assert served.content[0].text == WHOLE  # type: ignore[union-attr]
-    assert calls(fake, down, MESSAGES) == [1, 2]
+    assert calls(fake, down, MESSAGES) == [1, 1, 2]
     assert first.content[0].text == second.content[0].text == WHOLE  # type: ignore[union-attr]
     assert calls(fake, limited, MESSAGES) == [1, 2, 2]
 
@@ -237,3 +240,19 @@ def test_a_learnt_tool_limit_skips_the_target_without_touching_it(
     assert first.parse().choices[0].message.content == WHOLE
     assert calls(fake, route, "/completions") == [1, 2, 2]  # the second never asked the first
     assert "tool_limit" in second.headers["x-omniroute-decision"]
+
+
+def test_a_cut_messages_stream_is_finished_by_the_next_connection(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = anthropic_route(gateway, fake, CUT, SHAPE)
+
+    with anthropic_sdk(gateway, route).messages.stream(
+        model=route.model(), max_tokens=64, messages=[{"role": "user", "content": "x"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+
+    assert text == WHOLE  # regenerated and spliced where the client's copy stopped: nothing twice
+    assert final.stop_reason == "end_turn"
+    assert calls(fake, route, MESSAGES) == [1, 2]
