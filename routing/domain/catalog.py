@@ -48,11 +48,23 @@ def model_list(
 def model_detail(
     snapshot: ConfigSnapshot, key: KeyInfo, name: str, *, created: int, anthropic: bool = False
 ) -> bytes:
-    """One model the key may use, or a 404 ``model_not_found``."""
-    if name not in model_ids(snapshot, key):
+    """One model the key may use (listed, or served by a connection that serves any model),
+    or a 404 ``model_not_found``."""
+    if not _usable(snapshot, key, name):
         raise GatewayError(404, "model_not_found", f"The model '{name}' does not exist.")
     detail = _anthropic(name, created) if anthropic else _openai(snapshot, name, created)
     return orjson.dumps(detail)
+
+
+def _usable(snapshot: ConfigSnapshot, key: KeyInfo, name: str) -> bool:
+    if not key.allows_model(name):
+        return False
+    if name in snapshot.combos:
+        return True
+    provider, _, model = name.partition("/")
+    return bool(model) and any(
+        c.serves(model) and key.allows_connection(c.id) for c in snapshot.connections_for(provider)
+    )
 
 
 def _owner(snapshot: ConfigSnapshot, name: str) -> str:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 
 from omniroute.asgi import application
 from routing.models import Combo, Provider
@@ -206,3 +207,15 @@ async def test_a_post_from_an_anthropic_client_is_a_405_in_anthropic_shape(
 
     assert (reply.status, reply.headers["allow"]) == (405, "GET")
     assert anthropic_error(reply)["code"] == "method_not_allowed"
+
+
+async def test_a_model_of_a_connection_serving_any_model_can_be_retrieved(
+    fresh_snapshot: None, acme: Provider, plain_key: str
+) -> None:
+    await database_sync_to_async(add_connection)(acme, "open", "sk-acme-open")  # serves any
+
+    found = await get("/v1/models/acme/anything", bearer(plain_key))
+    missing = await get("/v1/models/nowhere/anything", bearer(plain_key))
+
+    assert (found.status, found.json()["id"]) == (200, "acme/anything")
+    assert missing.status == 404
