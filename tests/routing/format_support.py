@@ -342,3 +342,12 @@ def messages_text(reply: Reply) -> str:
         for _, payload in sse(reply)
         if payload.get("type") == "content_block_delta"
     )
+
+
+def anthropic_shaped(reply: Any) -> dict[str, Any]:
+    """The error object of a body in Anthropic's shape."""
+    body = reply.json()
+    assert body["type"] == "error"
+    error_object = body["error"]
+    assert isinstance(error_object, dict) and {"type", "message"} <= set(error_object)
+    return error_object

@@ -1,0 +1,41 @@
+"""Fixtures of the Responses consumer tests."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from resilience.store import MemoryStore
+from routing.domain.endpoints import RESPONSES
+from tests.routing.format_support import (
+    CLAUDE_PRIMARY,
+    Relay,
+    add_anthropic_provider,
+    relay_for,
+    response_object,
+)
+from tests.routing.harness import (
+    FakeClock,
+    add_connection,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CAP_SECONDS = 30  # availability.transientCooldownCapMs
+WARNING = "x-omniroute-warning"
+# An answer as a provider may format it (indented, keys in its own order): relayed as is.
+RAW_ANSWER = orjson.dumps(response_object(), option=orjson.OPT_INDENT_2)
+
+
+@pytest.fixture
+def relay(
+    fresh_snapshot: None, clock: FakeClock, store: MemoryStore, db: None, policy_clock: FakeClock
+) -> Relay:
+    """The Responses endpoint over a fake upstream (no behaviours yet), with a client key."""
+    return relay_for(RESPONSES, clock, store)
+
+
+@pytest.fixture
+def claude(db: None) -> int:
+    """An Anthropic-format provider's connection: a model no Responses request can use."""
+    return add_connection(add_anthropic_provider(), "primary", CLAUDE_PRIMARY, priority=10)
