@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import orjson
 
 from routing.domain.sse import DONE_EVENT, SseEvent
-from routing.domain.stream_state import Kind
+from routing.domain.stream_state import Kind, json_object
 
 __all__ = [
     "CHAT_SPLICING",
@@ -61,11 +61,8 @@ class ChatStream:
             return Kind.PREAMBLE, None
         if data == b"[DONE]":
             return Kind.DONE, None
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return Kind.MALFORMED, None
-        if not isinstance(payload, dict):
+        payload = json_object(data)
+        if payload is None:
             return Kind.MALFORMED, None
         if payload.get("error"):
             return Kind.ERROR, payload

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind, NotSpliceable
+from routing.domain.stream_state import Kind, NotSpliceable, json_object
 
 MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 _TEXT_BLOCK = 0  # the one block a continuable answer has
@@ -46,11 +46,8 @@ class MessagesStream:
         data = event.data
         if data is None:
             return Kind.PREAMBLE, None
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return Kind.MALFORMED, None
-        if not isinstance(payload, dict):
+        payload = json_object(data)
+        if payload is None:
             return Kind.MALFORMED, None
         kind = payload.get("type") or event.name
         if kind == "content_block_delta":

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind
+from routing.domain.stream_state import Kind, json_object
 
 TEXT_DELTA = "response.output_text.delta"
 _FINISHED = frozenset({"response.completed", "response.incomplete"})
@@ -42,11 +42,8 @@ class ResponsesStream:
             return Kind.PREAMBLE, None
         if data == b"[DONE]":
             return Kind.DONE, None
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return Kind.MALFORMED, None
-        if not isinstance(payload, dict):
+        payload = json_object(data)
+        if payload is None:
             return Kind.MALFORMED, None
         kind = payload.get("type") or event.name or ""
         sequence = payload.get("sequence_number")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Protocol
 
+import orjson
+
 from routing.domain.sse import SseEvent
 
 
@@ -24,6 +26,15 @@ class Kind(Enum):
     DONE = "done"  # the stream's own end (``data: [DONE]``, ``response.completed``, ...)
     MALFORMED = "malformed"  # data that is not a JSON object
     ERROR = "error"  # an in-band error from the upstream
+
+
+def json_object(data: bytes) -> dict[str, Any] | None:
+    """The JSON object an event's data holds; ``None`` when it holds anything else."""
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
 
 
 class StreamState(Protocol):

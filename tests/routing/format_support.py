@@ -59,28 +59,9 @@ def add_anthropic_provider(slug: str = "claude", **fields: Any) -> Provider:
 # --- the upstream ----------------------------------------------------------------------------
 
 
-def secret_of(request: httpx.Request) -> str:
-    """The connection secret a request carries: ``x-api-key`` (Anthropic) or a Bearer token."""
-    if "x-api-key" in request.headers:
-        return request.headers["x-api-key"]
-    return request.headers["authorization"].removeprefix("Bearer ")
-
-
 @dataclass
 class FormatUpstream(FakeUpstream):
-    """``FakeUpstream``, reading the secret of either wire format."""
-
-    async def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return await self.behaviours[secret_of(request)](request)
-
-    @property
-    def calls(self) -> list[str]:
-        return [secret_of(request) for request in self.requests]
-
-    @property
-    def sent(self) -> list[tuple[str, str]]:
-        return [(secret_of(r), orjson.loads(r.content)["model"]) for r in self.requests]
+    """``FakeUpstream`` (which reads the secret of either wire format), with the bodies sent."""
 
     def bodies(self) -> list[dict[str, Any]]:
         """Each request's JSON body, in order."""

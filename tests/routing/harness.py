@@ -108,6 +108,10 @@ RATE_LIMITED = error(429, "slow down", "rate_limit_exceeded")
 
 
 def secret_of(request: httpx.Request) -> str:
+    """The connection secret a request carries: ``x-api-key`` (Anthropic-format providers)
+    or the Bearer token."""
+    if "x-api-key" in request.headers:
+        return request.headers["x-api-key"]
     return request.headers["authorization"].removeprefix("Bearer ")
 
 
