@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from resilience.store import MemoryStore
@@ -13,23 +12,12 @@ from tests.routing.format_support import (
     CLAUDE_PRIMARY,
     Relay,
     add_anthropic_provider,
-    anthropic_error,
-    message_object,
     relay_for,
 )
 from tests.routing.harness import (
     FakeClock,
     add_connection,
 )
-
-pytestmark = pytest.mark.django_db(transaction=True)
-
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
-MESSAGES_URL = "http://claude.test/v1/messages"
-DEFAULT_VERSION = "2023-06-01"
-# An answer as the provider may format it (indented): relayed as is.
-RAW_ANSWER = orjson.dumps(message_object(), option=orjson.OPT_INDENT_2)
-OVERLOADED = anthropic_error(529, "overloaded_error", "Overloaded")
 
 
 @pytest.fixture

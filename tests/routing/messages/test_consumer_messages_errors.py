@@ -31,12 +31,8 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
-MESSAGES_URL = "http://claude.test/v1/messages"
-DEFAULT_VERSION = "2023-06-01"
 # An answer as the provider may format it (indented): relayed as is.
 RAW_ANSWER = orjson.dumps(message_object(), option=orjson.OPT_INDENT_2)
-OVERLOADED = anthropic_error(529, "overloaded_error", "Overloaded")
 
 
 # --- 3. errors in Anthropic's shape -----------------------------------------------------------

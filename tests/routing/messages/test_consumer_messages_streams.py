@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 import pytest
 from channels.db import database_sync_to_async
 
@@ -21,8 +20,6 @@ from tests.routing.format_support import (
     MESSAGES_FIRST_TOKEN,
     TEXT,
     Relay,
-    anthropic_error,
-    message_object,
     messages_events,
     messages_request,
     messages_text,
@@ -37,13 +34,6 @@ from tests.routing.harness import (
 from tests.routing.stream_support import CUT, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
-MESSAGES_URL = "http://claude.test/v1/messages"
-DEFAULT_VERSION = "2023-06-01"
-# An answer as the provider may format it (indented): relayed as is.
-RAW_ANSWER = orjson.dumps(message_object(), option=orjson.OPT_INDENT_2)
-OVERLOADED = anthropic_error(529, "overloaded_error", "Overloaded")
 
 
 # --- 5. streams -------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from resilience.store import MemoryStore
@@ -12,19 +11,11 @@ from tests.routing.format_support import (
     Relay,
     add_anthropic_provider,
     relay_for,
-    response_object,
 )
 from tests.routing.harness import (
     FakeClock,
     add_connection,
 )
-
-pytestmark = pytest.mark.django_db(transaction=True)
-
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
-WARNING = "x-omniroute-warning"
-# An answer as a provider may format it (indented, keys in its own order): relayed as is.
-RAW_ANSWER = orjson.dumps(response_object(), option=orjson.OPT_INDENT_2)
 
 
 @pytest.fixture

@@ -37,7 +37,6 @@ from tests.routing.stream_support import CUT, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
 WARNING = "x-omniroute-warning"
 # An answer as a provider may format it (indented, keys in its own order): relayed as is.
 RAW_ANSWER = orjson.dumps(response_object(), option=orjson.OPT_INDENT_2)
