@@ -12,6 +12,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from routing.domain.fallback import parse_emergency_fallback  # pure: no Django import
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "omniroute-dev-insecure-secret-do-not-use-in-production"
 
@@ -141,6 +143,10 @@ MAX_UPSTREAM_BODY_BYTES = env_int(
 # "openai=provider/model,anthropic=provider/model" (either part optional). The admin's feature
 # flags override it at runtime.
 EMERGENCY_FALLBACK = env.str("OMNIROUTE_EMERGENCY_FALLBACK", default="")
+try:
+    parse_emergency_fallback(EMERGENCY_FALLBACK)
+except ValueError as _error:
+    raise ImproperlyConfigured(f"OMNIROUTE_EMERGENCY_FALLBACK: {_error}") from _error
 # Every state-store call is bounded by this; past it the process-local fallback serves (spec 18).
 STORE_TIMEOUT_MS = env_int("OMNIROUTE_STORE_TIMEOUT_MS", 50, minimum=1)
 

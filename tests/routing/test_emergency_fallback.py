@@ -5,6 +5,11 @@ without a restart."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from channels.db import database_sync_to_async
 from django.test import Client, override_settings
@@ -51,6 +56,19 @@ def test_parse_emergency_fallback() -> None:
     for bad in ("a/b", "gemini=a/b", "openai=", "openai=a/b,openai=c/d", "openai=a b"):
         with pytest.raises(ValueError):
             parse_emergency_fallback(bad)
+
+
+def test_a_malformed_environment_value_stops_the_gateway_at_start_up(tmp_path: Path) -> None:
+    env = {**os.environ, "OMNIROUTE_EMERGENCY_FALLBACK": "gemini=x/y",
+           "OMNIROUTE_DATA_DIR": str(tmp_path)}  # fmt: skip
+    manage = Path(__file__).resolve().parents[2] / "manage.py"
+
+    checked = subprocess.run(
+        [sys.executable, str(manage), "check"], env=env, capture_output=True, text=True
+    )
+
+    assert checked.returncode != 0
+    assert "ImproperlyConfigured: OMNIROUTE_EMERGENCY_FALLBACK: 'gemini=x/y'" in checked.stderr
 
 
 @override_settings(EMERGENCY_FALLBACK="openai=spare/rescue")
