@@ -23,7 +23,10 @@ Times are seconds of a monotonic clock, passed in.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import count
 
 from routing.domain.planning import Target
@@ -115,3 +118,92 @@ class QuotaShareState:
         else:
             self._deficits.move_to_end(combo)
         return deficits
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """One request's choice: the target to try first (None: no targets), every target in the
+    order to try them, and the winner's in-flight slot, to release when the attempt ends."""
+
+    target: Target | None
+    ordered: tuple[Target, ...]
+    slot: Slot | None
+
+
+def select_quota_share_target(
+    targets: Sequence[Target],
+    *,
+    combo: str,
+    model: str,
+    now: float,
+    state: QuotaShareState,
+    weights: Sequence[float] | None = None,
+    saturated: Collection[int] = frozenset(),
+    caps: Mapping[int, int | None] | None = None,
+) -> Selection:
+    """Choose the target for one request of ``combo`` and take its connection's slot.
+
+    ``weights`` are aligned with ``targets`` (a combo step's weight; missing, non-finite or
+    ≤ 0: 1). ``saturated`` holds the connection ids with a saturated bucket for ``model`` (see
+    ``saturation_buckets``). A connection's cap is ``caps[id]`` when the key is present (even
+    None), else its ``max_concurrent``; None or ≤ 0: no cap. ``ordered`` is the winner, the
+    other targets with room, those at cap, then the saturated ones (each group in input order).
+    """
+    if weights is not None and len(weights) != len(targets):
+        raise ValueError(f"{len(weights)} weights for {len(targets)} targets")
+    if not targets:
+        return Selection(None, (), None)
+    indexed = list(enumerate(targets))
+    eligible = [item for item in indexed if item[1].connection.id not in saturated]
+    tail = [item for item in indexed if item[1].connection.id in saturated]
+    if not eligible:  # all saturated: fail open
+        eligible, tail = indexed, []
+    loads = {t.connection.id: state.in_flight(t.connection.id, now) for _, t in eligible}
+    room = [item for item in eligible if not _at_cap(item[1], loads, caps)]
+    at_cap = [item for item in eligible if _at_cap(item[1], loads, caps)]
+    if not room:  # all at cap: fail open
+        room, at_cap = eligible, []
+    index, winner = room[0] if len(room) == 1 else _share(room, combo, state, weights, loads)
+    ordered = (
+        winner,
+        *(t for i, t in room if i != index),
+        *(t for _, t in at_cap),
+        *(t for _, t in tail),
+    )
+    return Selection(winner, ordered, state.acquire(winner.connection.id, now))
+
+
+def _at_cap(
+    target: Target, loads: Mapping[int, int], caps: Mapping[int, int | None] | None
+) -> bool:
+    connection = target.connection
+    given = caps is not None and connection.id in caps
+    cap = caps[connection.id] if caps is not None and given else connection.max_concurrent
+    return cap is not None and cap > 0 and loads[connection.id] >= cap
+
+
+def _weight(weights: Sequence[float] | None, index: int) -> float:
+    weight = 1.0 if weights is None else float(weights[index])
+    return weight if math.isfinite(weight) and weight > 0 else 1.0
+
+
+def _share(
+    room: list[tuple[int, Target]],
+    combo: str,
+    state: QuotaShareState,
+    weights: Sequence[float] | None,
+    loads: Mapping[int, int],
+) -> tuple[int, Target]:
+    """DRR then P2C over two or more targets with room: the (input index, target) to serve."""
+    deficits = state._combo_deficits(combo)
+    shares = [_weight(weights, index) for index, _ in room]
+    total = sum(shares)
+    for (_, target), share in zip(room, shares, strict=True):
+        key = execution_key(target)
+        deficits[key] = deficits.get(key, 0.0) + share / total
+    # Stable sort: equal deficits keep input order, so the earlier target ranks first.
+    first, second = sorted(room, key=lambda item: -deficits[execution_key(item[1])])[:2]
+    deficits[execution_key(first[1])] -= 1.0  # DRR #1 is charged, whichever P2C serves
+    if loads[second[1].connection.id] < loads[first[1].connection.id]:
+        return second
+    return first
