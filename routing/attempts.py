@@ -1,10 +1,13 @@
 """The attempt loop: try a plan's targets in order until one answers.
 
-Later mechanisms plug in at two seams, without touching the loop:
+Later mechanisms plug in at three seams (``routing.seams``), without touching the loop:
 
 * an **eligibility filter** looks at a target before dispatch and may exclude it with a reason
   and the class of the timer behind it (breaker open, connection cooling down, pair locked,
   lease fence, ...). Exclusions are kept and explain the routing decision to the client.
+* a **holder** grants what an attempt holds while it runs (a semaphore slot, a place in the
+  local request queue), released exactly once; its refusal is a local, request-scoped error
+  the loop fails over on and never records;
 * an **outcome recorder** sees every attempt's outcome; the first one hands it to the
   resilience attribution service, whose verdict says whether the loop moves on.
 
@@ -26,11 +29,9 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, replace
 
 from resilience.domain.attempt_policy import AttemptPolicy, Decision, Failure, Step, decide
-from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from resilience.domain.breaker import Permit
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
@@ -41,8 +42,24 @@ from routing.domain.errors import GatewayError
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target, plan_route
 from routing.payload import encode_for_target
+from routing.seams import (
+    EligibilityFilter,
+    Exclusion,
+    Held,
+    Holder,
+    HoldRefused,
+    OutcomeRecorder,
+    Restater,
+    execution_limit,
+    release_all,
+)
 from routing.streams import SLOW_FIRST_TOKEN
 from routing.upstream import NO_LIMITS, AttemptLimits, Forwarded, Upstream, UpstreamReply
+
+__all__ = [  # the seams' types are re-exported for the guards that implement them
+    "AttemptContext", "AttemptLoop", "AttemptResult", "EligibilityFilter", "Exclusion",
+    "Holder", "OutcomeRecorder", "Restater", "limits_for",
+]  # fmt: skip
 
 DEADLINE = "request deadline"
 logger = logging.getLogger(__name__)
@@ -51,23 +68,6 @@ logger = logging.getLogger(__name__)
 now: Callable[[], float] = time.monotonic
 pause: Callable[[float], Awaitable[None]] = asyncio.sleep
 jitter: Callable[[], float] = random.random
-
-
-@dataclass(frozen=True, slots=True)
-class Exclusion:
-    """Why a target was skipped without being tried, and the class of the timer behind it."""
-
-    target: Target
-    reason: str
-    retry_after_seconds: float | None = None
-    timer: str = TimerClass.OPERATOR
-
-    def describe(self) -> str:
-        return f"{self.target.label}@{self.target.connection.id}:{self.reason}"
-
-    @property
-    def panic_overridable(self) -> bool:
-        return self.timer in PANIC_OVERRIDABLE
 
 
 @dataclass(slots=True)
@@ -139,22 +139,6 @@ def limits_for(target: Target, context: AttemptContext) -> tuple[AttemptLimits, 
     return limits, first_token_ms / 1000
 
 
-class EligibilityFilter(Protocol):
-    """Decides, before dispatch, whether a target may be tried now."""
-
-    async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None: ...
-
-
-class OutcomeRecorder(Protocol):
-    """Records what one attempt produced (state changes live behind it)."""
-
-    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None: ...
-
-
-Restater = Callable[[Target, Outcome, "AttemptContext"], Outcome]
-"""Rewrites a failed outcome before anything reads it (status restatement)."""
-
-
 @dataclass(slots=True)
 class AttemptResult:
     """The winning target and its reply, or ``None`` when every target failed or was skipped."""
@@ -172,8 +156,10 @@ class AttemptLoop:
         filters: Sequence[EligibilityFilter] = (),
         recorders: Sequence[OutcomeRecorder] = (),
         restate: Restater | None = None,
+        holders: Sequence[Holder] = (),
     ) -> None:
         self.upstream = upstream
+        self.holders = tuple(holders)
         self.filters = tuple(filters)
         self.recorders = tuple(recorders)
         self.restate = restate
@@ -244,10 +230,61 @@ class AttemptLoop:
     async def attempt(
         self, target: Target, context: AttemptContext, payload: dict[str, object]
     ) -> AttemptResult:
-        """One attempt on ``target``, recorded; a stream is read up to its first token within
+        """One attempt on ``target``, recorded, with what the holders grant held while it runs
+        (until its stream ends, for a stream); a stream is read up to its first token within
         the time-to-first-token limit, and everything within the request's deadline."""
+        holds = await self._acquire(target, context)
+        if holds is None:
+            return AttemptResult()
+        try:
+            result = await self._dispatch(target, context, payload, holds)
+        except BaseException:
+            await release_all(holds)
+            raise
+        if result.reply is not None and result.reply.stream is not None:
+            result.reply.on_close.append(lambda: release_all(holds))  # when the stream ends
+        else:
+            await release_all(holds)
+        return result
+
+    async def _acquire(self, target: Target, context: AttemptContext) -> list[Held] | None:
+        """What every holder grants, or ``None`` when one refused (recorded as a local,
+        request-scoped outcome) or the deadline ran out while waiting."""
+        holds: list[Held] = []
+        if not self.holders:
+            return holds
+        remaining = context.remaining()
+        try:
+            async with asyncio.timeout(None if math.isinf(remaining) else remaining):
+                for holder in self.holders:
+                    holds.append(await holder.acquire(target, context))
+        except HoldRefused as refused:
+            await release_all(holds)
+            context.attempts.append((target, refused.outcome()))
+            context.verdicts.pop((target.connection.id, target.model), None)  # not its health
+            return None
+        except TimeoutError:
+            await release_all(holds)
+            context.deadline_hit = True
+            context.attempts.append((target, Outcome(OutcomeKind.TIMEOUT, detail=DEADLINE)))
+            return None
+        except BaseException:
+            await release_all(holds)
+            raise
+        return holds
+
+    async def _dispatch(
+        self,
+        target: Target,
+        context: AttemptContext,
+        payload: dict[str, object],
+        holds: list[Held],
+    ) -> AttemptResult:
         body = encode_for_target(payload, target)
         limits, first_token = limits_for(target, context)
+        execution = execution_limit(holds)
+        if execution is not None:
+            limits = replace(limits, headers_seconds=execution)
         budget = context.remaining()
         deadline_bound = budget <= first_token
         try:
@@ -262,6 +299,10 @@ class AttemptLoop:
                 context.attempts.append((target, Outcome(OutcomeKind.TIMEOUT, detail=DEADLINE)))
                 return AttemptResult()
             outcome, reply = Outcome(OutcomeKind.TIMEOUT, detail=SLOW_FIRST_TOKEN), None
+        if outcome.kind is OutcomeKind.LOCAL:  # the execution limit: the gateway's, not its
+            context.attempts.append((target, outcome))
+            context.verdicts.pop((target.connection.id, target.model), None)
+            return AttemptResult()
         try:
             if self.restate is not None:
                 outcome = self.restate(target, outcome, context)

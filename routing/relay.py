@@ -74,6 +74,10 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         return _deadline_exceeded(context, headers)
     if outcome is None:
         return _all_excluded(context, headers)
+    if outcome.kind is OutcomeKind.LOCAL:  # a local gate's own error, already shaped
+        headers += [(name.encode(), value.encode()) for name, value in outcome.headers.items()
+                    if name != "content-type"]  # fmt: skip
+        return outcome.status or 503, outcome.body, headers
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status == 401:
         # The upstream refused *our* credential: its body may quote our key, and relaying a 401
         # would tell the client its own key is wrong.

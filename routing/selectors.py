@@ -38,6 +38,7 @@ from routing.domain.config import (
     ProviderInfo,
 )
 from routing.domain.fallback import parse_emergency_fallback
+from routing.domain.rate_limits import read_overrides
 from routing.models import (
     ClientApiKey,
     Combo,
@@ -75,6 +76,8 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
         secret=connection.get_secret(),
         served_models=tuple(str(m) for m in connection.served_models or ()),
         max_concurrent=connection.max_concurrent,
+        rate_limit_protection=connection.rate_limit_protection,
+        overrides=read_overrides(connection.rate_limit_overrides),
         state=connection_state_durable(connection),
         disable_cooling=connection.disable_cooling,
         proxy_url=connection.proxy_url,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 import httpx
@@ -30,6 +30,7 @@ from django.conf import settings
 from httpx_aiohttp import AiohttpTransport
 
 from resilience.domain.stream_recovery import WatchdogSettings
+from routing.domain.admission import EXECUTION_TIMEOUT, local_error_body
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.planning import Target
@@ -98,6 +99,7 @@ class AttemptLimits:
 
     idle_seconds: float | None = None  # None: ``OMNIROUTE_UPSTREAM_READ_TIMEOUT``
     watchdog: WatchdogSettings | None = None  # only when enabled
+    headers_seconds: float | None = None  # the local queue's execution limit (decision 10)
 
 
 NO_LIMITS = AttemptLimits()
@@ -114,10 +116,16 @@ class UpstreamReply:
     response: httpx.Response | None = None
     stream: UpstreamStream | None = None
     outcome: Outcome | None = None  # a stream's success, recorded once the stream has ended
+    on_close: list[Callable[[], Awaitable[None]]] = field(default_factory=list)  # run once
 
     async def aclose(self) -> None:
-        if self.response is not None:
-            await self.response.aclose()
+        try:
+            if self.response is not None:
+                await self.response.aclose()
+        finally:
+            callbacks, self.on_close = self.on_close, []
+            for callback in callbacks:
+                await callback()
 
 
 Forwarded = tuple[tuple[str, str], ...]
@@ -221,7 +229,14 @@ class Upstream:
         response: httpx.Response | None = None
         try:
             transport = self.transport(target.provider.slug, target.connection.proxy_url)
-            response = await transport.handle_async_request(request)
+            if limits.headers_seconds is None:
+                response = await transport.handle_async_request(request)
+            else:
+                try:
+                    async with asyncio.timeout(limits.headers_seconds):
+                        response = await transport.handle_async_request(request)
+                except TimeoutError:
+                    return _execution_timeout(limits.headers_seconds, started), None
             response.request = request
             return await _read(response, stream, started, limits, target.label, endpoint)
         except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
@@ -296,6 +311,18 @@ async def _read(
         reply = UpstreamReply(response.status_code, content_type, head, response, events)
     outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
     return outcome, reply
+
+
+def _execution_timeout(seconds: float, started: float) -> Outcome:
+    """The local request queue's execution limit ran out before the response headers: a local,
+    request-scoped 504 (decision 10), never the upstream's failure."""
+    message = (
+        f"The upstream did not start answering within the local request queue's execution "
+        f"limit ({seconds * 1000:.0f} ms, requestQueue.maxWaitMs)."
+    )
+    body = local_error_body(message, EXECUTION_TIMEOUT, "timeout_error")
+    headers = {"content-type": "application/json"}
+    return Outcome(OutcomeKind.LOCAL, 504, headers, body, EXECUTION_TIMEOUT, _elapsed_ms(started))
 
 
 def _garbage(garbage: _Garbage, started: float) -> Outcome:

@@ -101,6 +101,7 @@ class ProviderConnectionSerializer(serializers.ModelSerializer[ProviderConnectio
         child=serializers.CharField(max_length=200), required=False
     )
     extras = serializers.DictField(required=False)
+    rate_limit_overrides = serializers.DictField(required=False)
 
     class Meta:
         model = ProviderConnection

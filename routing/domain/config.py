@@ -20,6 +20,7 @@ from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.keys import key_is_usable, model_is_allowed
+from routing.domain.rate_limits import NO_OVERRIDES, RateLimitOverrides
 from routing.domain.vocabulary import Prefill
 
 
@@ -54,6 +55,8 @@ class ConnectionInfo:
     secret: str | None = field(default=None, repr=False)
     served_models: tuple[str, ...] = ()
     max_concurrent: int | None = None
+    rate_limit_protection: bool = False
+    overrides: RateLimitOverrides = NO_OVERRIDES
     state: ConnectionState = field(default_factory=ConnectionState)  # as the database had it
     disable_cooling: bool = False
     proxy_url: str = ""

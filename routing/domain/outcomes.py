@@ -15,6 +15,7 @@ class OutcomeKind(StrEnum):
     HTTP_ERROR = "http_error"
     NETWORK_ERROR = "network_error"
     TIMEOUT = "timeout"
+    LOCAL = "local"  # a local gate refused or timed out: request-scoped, never recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +44,9 @@ FAILOVER_STATUSES = frozenset({408, 429})
 
 
 def should_fail_over(outcome: Outcome) -> bool:
-    """Move to the next target on a network failure, a timeout, a 408/429 or any 5xx."""
-    if outcome.kind in (OutcomeKind.NETWORK_ERROR, OutcomeKind.TIMEOUT):
+    """Move to the next target on a network failure, a timeout, a local gate's refusal, a
+    408/429 or any 5xx."""
+    if outcome.kind in (OutcomeKind.NETWORK_ERROR, OutcomeKind.TIMEOUT, OutcomeKind.LOCAL):
         return True
     status = outcome.status or 0
     return outcome.kind is OutcomeKind.HTTP_ERROR and (status in FAILOVER_STATUSES or status >= 500)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
 from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
+from routing.domain.rate_limits import check_overrides
 from routing.domain.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
 
 
@@ -57,6 +59,17 @@ class ProviderConnection(models.Model):
     max_concurrent = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)]
     )
+    rate_limit_protection = models.BooleanField(
+        default=False,
+        help_text="Send this connection's requests through the local request queue (rate, "
+        "spacing and concurrency from the requestQueue settings and the overrides below).",
+    )
+    rate_limit_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per-connection limits: rpm, minTime, maxConcurrent, maxWaitMs (0 = the "
+        "settings' value) and modelConcurrency {model: cap 1..10000}.",
+    )
     rate_limited_until = models.DateTimeField(null=True, blank=True)
     test_status = models.CharField(
         max_length=24, choices=_choices(TestStatus), default=TestStatus.ACTIVE
@@ -90,6 +103,12 @@ class ProviderConnection(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider_id}/{self.name}"
+
+    def clean(self) -> None:
+        super().clean()
+        problems = check_overrides(self.rate_limit_overrides)
+        if problems:
+            raise ValidationError({"rate_limit_overrides": problems})
 
     def set_secret(self, plaintext: str) -> None:
         """Store ``plaintext`` encrypted; an empty string clears it."""

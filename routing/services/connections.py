@@ -42,6 +42,8 @@ SETTINGS_FIELDS = (
     "base_url",
     "served_models",
     "max_concurrent",
+    "rate_limit_protection",
+    "rate_limit_overrides",
     "disable_cooling",
     "proxy_url",
     "extras",

@@ -1,0 +1,108 @@
+"""The attempt loop's seams (``routing.attempts``): what plugs in, and how.
+
+* an **eligibility filter** looks at a target before dispatch and may exclude it;
+* a **holder** is what an attempt holds while it runs (a semaphore slot, a place in the local
+  request queue): acquired before dispatch, released exactly once: when the attempt failed or
+  answered in full, when it was cancelled, or when the stream it answered with ends or
+  breaks. A holder may refuse (:class:`HoldRefused`): a local, request-scoped error that the
+  loop fails over on and never records against a connection, a model or a breaker;
+* an **outcome recorder** sees every attempt's outcome;
+* a **restater** rewrites a failed outcome before anything reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
+from routing.domain.admission import local_error_body
+from routing.domain.outcomes import Outcome, OutcomeKind
+from routing.domain.planning import Target
+
+if TYPE_CHECKING:
+    from routing.attempts import AttemptContext
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """Why a target was skipped without being tried, and the class of the timer behind it."""
+
+    target: Target
+    reason: str
+    retry_after_seconds: float | None = None
+    timer: str = TimerClass.OPERATOR
+
+    def describe(self) -> str:
+        return f"{self.target.label}@{self.target.connection.id}:{self.reason}"
+
+    @property
+    def panic_overridable(self) -> bool:
+        return self.timer in PANIC_OVERRIDABLE
+
+
+class EligibilityFilter(Protocol):
+    """Decides, before dispatch, whether a target may be tried now."""
+
+    async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None: ...
+
+
+class OutcomeRecorder(Protocol):
+    """Records what one attempt produced (state changes live behind it)."""
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None: ...
+
+
+Restater = Callable[[Target, Outcome, "AttemptContext"], Outcome]
+"""Rewrites a failed outcome before anything reads it (status restatement)."""
+
+
+class Held(Protocol):
+    """What a holder granted; ``release`` is idempotent."""
+
+    @property
+    def execution_seconds(self) -> float | None:
+        """A bound on the time from dispatch to the upstream's response headers, if any."""
+        ...
+
+    async def release(self) -> None: ...
+
+
+class Holder(Protocol):
+    """Grants what an attempt holds while it runs, or raises :class:`HoldRefused`."""
+
+    async def acquire(self, target: Target, context: AttemptContext) -> Held: ...
+
+
+class HoldRefused(Exception):
+    """A local gate refused the attempt (a full queue, a wait past its limit)."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+
+    def outcome(self) -> Outcome:
+        headers = {"content-type": "application/json"}
+        if self.retry_after is not None:
+            headers["retry-after"] = str(self.retry_after)
+        body = local_error_body(self.message, self.code)
+        return Outcome(OutcomeKind.LOCAL, self.status, headers, body, self.code)
+
+
+async def release_all(holds: Sequence[Held]) -> None:
+    """Release every hold, each once, whatever happens to the others."""
+    failure: BaseException | None = None
+    for hold in holds:
+        try:
+            await hold.release()
+        except BaseException as error:  # keep releasing the rest
+            failure = failure or error
+    if failure is not None:
+        raise failure
+
+
+def execution_limit(holds: Sequence[Held]) -> float | None:
+    """The tightest execution bound the holds set."""
+    limits = [h.execution_seconds for h in holds if h.execution_seconds is not None]
+    return min(limits) if limits else None
