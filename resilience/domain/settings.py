@@ -16,6 +16,7 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
                                        minUsefulBytes}
     requestQueue.{autoEnableApiKeyProviders, requestsPerMinute, minTimeBetweenRequestsMs,
                   concurrentRequests, globalConcurrentRequests, maxWaitMs, maxQueueDepth}
+    quotaShareConcurrencyLimit.{enabled}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -33,7 +34,8 @@ non-empty list of such integers. Its ``maxCooldownMs`` also caps connection cool
 ``requestQueue`` (reference-part2 §5, decisions 10 and 21) resolves to ``RequestQueueSettings``:
 ``autoEnableApiKeyProviders`` is off by default (the reference's is on), and ``maxWaitMs``
 (1..30 000) bounds execution from dispatch, not time spent queued; there is no
-``executionMaxWaitMs``.
+``executionMaxWaitMs``. ``quotaShareConcurrencyLimit`` (part2 §3.3) resolves to
+``QuotaShareSettings``.
 
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
@@ -66,6 +68,7 @@ from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
+from resilience.domain.quota_share_settings import QuotaShareSettings
 from resilience.domain.request_queue import RequestQueueSettings
 
 # Re-exported: the row type of ``SCHEMA`` and its kinds, for the API schema and the admin form.
@@ -149,6 +152,7 @@ class ResilienceSettings:
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
     request_queue: RequestQueueSettings = field(default_factory=RequestQueueSettings)
+    quota_share: QuotaShareSettings = field(default_factory=QuotaShareSettings)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -227,6 +231,7 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         ),
         stream_recovery=_stream_recovery(values),
         request_queue=_request_queue(values),
+        quota_share=QuotaShareSettings(enabled=bool(values["quotaShareConcurrencyLimit.enabled"])),
     )
 
 
@@ -310,6 +315,7 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
         },
         "streamRecovery": _stream_recovery_document(settings.stream_recovery),
         "requestQueue": _request_queue_document(settings.request_queue),
+        "quotaShareConcurrencyLimit": {"enabled": settings.quota_share.enabled},
     }
 
 

@@ -14,6 +14,7 @@ from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
+from resilience.domain.quota_share_settings import QuotaShareSettings
 from resilience.domain.request_queue import RequestQueueSettings
 from resilience.domain.settings_fields import (
     AtMostRule,
@@ -188,6 +189,9 @@ REQUEST_QUEUE_FIELDS: dict[str, FieldSpec] = {
         Kind.INT, _QUEUE.max_queue_depth, 0, 100_000, env="RATE_LIMIT_MAX_QUEUE_DEPTH"
     ),
 }
+QUOTA_SHARE_FIELDS: dict[str, FieldSpec] = {
+    "quotaShareConcurrencyLimit.enabled": FieldSpec(Kind.BOOL, QuotaShareSettings().enabled),
+}
 
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
@@ -204,6 +208,7 @@ SCHEMA: dict[str, FieldSpec] = {
     **ATTEMPT_FIELDS,
     **STREAM_RECOVERY_FIELDS,
     **REQUEST_QUEUE_FIELDS,
+    **QUOTA_SHARE_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.
