@@ -14,6 +14,9 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
     streamRecovery.{enabled, continueMidStream}
     streamRecovery.throughputWatchdog.{enabled, warmupMs, windowMs, minUsefulBytesPerSecond,
                                        minUsefulBytes}
+    requestQueue.{autoEnableApiKeyProviders, requestsPerMinute, minTimeBetweenRequestsMs,
+                  concurrentRequests, globalConcurrentRequests, maxWaitMs, maxQueueDepth}
+    quotaShareConcurrencyLimit.{enabled}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -27,6 +30,12 @@ a patch clears a stored value, an omitted field keeps it.
 count as true) but patched strictly; ``errorCodes`` (``Kind.INT_LIST``) keeps the stored statuses
 within 100..599 and falls back to the default when none is left, while a patch must be a
 non-empty list of such integers. Its ``maxCooldownMs`` also caps connection cooldowns (§4.2).
+
+``requestQueue`` (reference-part2 §5, decisions 10 and 21) resolves to ``RequestQueueSettings``:
+``autoEnableApiKeyProviders`` is off by default (the reference's is on), and ``maxWaitMs``
+(1..30 000) bounds execution from dispatch, not time spent queued; there is no
+``executionMaxWaitMs``. ``quotaShareConcurrencyLimit`` (part2 §3.3) resolves to
+``QuotaShareSettings``.
 
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
@@ -59,6 +68,8 @@ from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
+from resilience.domain.quota_share_settings import QuotaShareSettings
+from resilience.domain.request_queue import RequestQueueSettings
 
 # Re-exported: the row type of ``SCHEMA`` and its kinds, for the API schema and the admin form.
 from resilience.domain.settings_fields import FieldSpec as FieldSpec
@@ -140,6 +151,8 @@ class ResilienceSettings:
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     attempts: AttemptPolicy = field(default_factory=AttemptPolicy)
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
+    request_queue: RequestQueueSettings = field(default_factory=RequestQueueSettings)
+    quota_share: QuotaShareSettings = field(default_factory=QuotaShareSettings)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -217,6 +230,20 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             stream_idle_ms=number_of(values, "attempts.streamIdleMs"),
         ),
         stream_recovery=_stream_recovery(values),
+        request_queue=_request_queue(values),
+        quota_share=QuotaShareSettings(enabled=bool(values["quotaShareConcurrencyLimit.enabled"])),
+    )
+
+
+def _request_queue(values: Mapping[str, Value]) -> RequestQueueSettings:
+    return RequestQueueSettings(
+        auto_enable_api_key_providers=bool(values["requestQueue.autoEnableApiKeyProviders"]),
+        requests_per_minute=number_of(values, "requestQueue.requestsPerMinute"),
+        min_time_between_requests_ms=number_of(values, "requestQueue.minTimeBetweenRequestsMs"),
+        concurrent_requests=number_of(values, "requestQueue.concurrentRequests"),
+        global_concurrent_requests=number_of(values, "requestQueue.globalConcurrentRequests"),
+        max_wait_ms=number_of(values, "requestQueue.maxWaitMs"),
+        max_queue_depth=number_of(values, "requestQueue.maxQueueDepth"),
     )
 
 
@@ -287,6 +314,20 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "streamIdleMs": settings.attempts.stream_idle_ms,
         },
         "streamRecovery": _stream_recovery_document(settings.stream_recovery),
+        "requestQueue": _request_queue_document(settings.request_queue),
+        "quotaShareConcurrencyLimit": {"enabled": settings.quota_share.enabled},
+    }
+
+
+def _request_queue_document(queue: RequestQueueSettings) -> dict[str, Any]:
+    return {
+        "autoEnableApiKeyProviders": queue.auto_enable_api_key_providers,
+        "requestsPerMinute": queue.requests_per_minute,
+        "minTimeBetweenRequestsMs": queue.min_time_between_requests_ms,
+        "concurrentRequests": queue.concurrent_requests,
+        "globalConcurrentRequests": queue.global_concurrent_requests,
+        "maxWaitMs": queue.max_wait_ms,
+        "maxQueueDepth": queue.max_queue_depth,
     }
 
 

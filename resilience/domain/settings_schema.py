@@ -14,6 +14,8 @@ from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
+from resilience.domain.quota_share_settings import QuotaShareSettings
+from resilience.domain.request_queue import RequestQueueSettings
 from resilience.domain.settings_fields import (
     AtMostRule,
     BelowRule,
@@ -164,6 +166,33 @@ STREAM_RECOVERY_FIELDS: dict[str, FieldSpec] = {
     ),
 }
 
+_QUEUE = RequestQueueSettings()
+# The environment variables seed the defaults (a stored value wins), as everywhere here.
+REQUEST_QUEUE_FIELDS: dict[str, FieldSpec] = {
+    # Off by default (decision 21); the reference's switch also takes "yes" / "no".
+    "requestQueue.autoEnableApiKeyProviders": FieldSpec(
+        Kind.BOOL, _QUEUE.auto_enable_api_key_providers, env="RATE_LIMIT_AUTO_ENABLE", env_yes=True
+    ),
+    "requestQueue.requestsPerMinute": FieldSpec(Kind.INT, _QUEUE.requests_per_minute, 1, 1_000_000),
+    "requestQueue.minTimeBetweenRequestsMs": FieldSpec(
+        Kind.INT, _QUEUE.min_time_between_requests_ms, 0, MS_PER_HOUR
+    ),
+    "requestQueue.concurrentRequests": FieldSpec(Kind.INT, _QUEUE.concurrent_requests, 1, 10_000),
+    "requestQueue.globalConcurrentRequests": FieldSpec(
+        Kind.INT, _QUEUE.global_concurrent_requests, 0, 100_000
+    ),
+    # Decision 10: the execution budget (no separate executionMaxWaitMs), at most 30 s.
+    "requestQueue.maxWaitMs": FieldSpec(
+        Kind.INT, _QUEUE.max_wait_ms, 1, 30_000, env="RATE_LIMIT_MAX_WAIT_MS"
+    ),
+    "requestQueue.maxQueueDepth": FieldSpec(
+        Kind.INT, _QUEUE.max_queue_depth, 0, 100_000, env="RATE_LIMIT_MAX_QUEUE_DEPTH"
+    ),
+}
+QUOTA_SHARE_FIELDS: dict[str, FieldSpec] = {
+    "quotaShareConcurrencyLimit.enabled": FieldSpec(Kind.BOOL, QuotaShareSettings().enabled),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -178,6 +207,8 @@ SCHEMA: dict[str, FieldSpec] = {
     **AVAILABILITY_FIELDS,
     **ATTEMPT_FIELDS,
     **STREAM_RECOVERY_FIELDS,
+    **REQUEST_QUEUE_FIELDS,
+    **QUOTA_SHARE_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.

@@ -124,7 +124,7 @@ def test_successive_patches_keep_earlier_fields(manage_client: APIClient) -> Non
             "must be at least minRetryCooldownMs (5000)",
         ),
         ({"providerCooldown": {"enabled": "yes"}}, "providerCooldown.enabled", "must be a boolean"),
-        ({"requestQueue": {}}, "requestQueue", "unknown section"),
+        ({"waitForCooldown": {}}, "waitForCooldown", "unknown section"),  # decision 20
         ([1, 2], "non_field_errors", "must be a JSON object"),
     ],
 )
