@@ -32,7 +32,7 @@ from routing.domain.endpoints import CHAT_COMPLETIONS, MESSAGES, Endpoint
 from routing.domain.errors import GatewayError
 from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
-from routing.guards import default_filters, default_recorders
+from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
 from routing.recovery import StreamRelay
 from routing.relay import WARNING_HEADER, failure_response, reply_headers, with_warnings
@@ -57,7 +57,10 @@ def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
     cached = _loops.get((id(upstream), id(store)))
     if cached is not None and cached[0] is upstream and cached[1] is store:
         return cached[2]
-    loop = AttemptLoop(upstream, default_filters(store), default_recorders(store), restate)
+    loop = AttemptLoop(
+        upstream, default_filters(store), default_recorders(store), restate,
+        default_holders(store),
+    )  # fmt: skip
     _loops[(id(upstream), id(store))] = (upstream, store, loop)
     return loop
 

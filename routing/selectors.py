@@ -242,6 +242,8 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         stream_recovery=settings.stream_recovery,
         catalog=catalog_list_snapshot(),
         emergency_fallback=emergency_fallback_current(),
+        request_queue=settings.request_queue,
+        quota_share=settings.quota_share,
     )
 
 

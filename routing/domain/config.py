@@ -16,6 +16,8 @@ from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.lockout import LockoutSettings
+from resilience.domain.quota_share_settings import QuotaShareSettings
+from resilience.domain.request_queue import RequestQueueSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
@@ -166,6 +168,8 @@ class ConfigSnapshot:
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
     catalog: dict[tuple[str, str], CatalogEntry] = field(default_factory=dict)
     emergency_fallback: dict[str, str] = field(default_factory=dict)  # by wire format
+    request_queue: RequestQueueSettings = field(default_factory=RequestQueueSettings)
+    quota_share: QuotaShareSettings = field(default_factory=QuotaShareSettings)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

@@ -129,10 +129,11 @@ class FakeApp:
             resp = await self._answerer.answer(request, rec, dialect, usage)
         except (asyncio.CancelledError, ConnectionError):
             if rec.aborted_at is None:
-                rec.disconnected_at = time.monotonic()
+                rec.disconnected_at = rec.finished_at = time.monotonic()
                 self.journal.touch()
             raise
         rec.completed = rec.aborted_at is None
+        rec.finished_at = time.monotonic()
         self.journal.touch()
         return resp
 

@@ -102,6 +102,7 @@ class RequestRecord:
     aborted_at: float | None = None
     prefill: str | None = None
     pings_sent: int = 0
+    finished_at: float | None = None  # when its answer was written in full (or it ended)
     peer: str = ""  # the client's "host:port": one per TCP connection, pooled or not
 
     @property

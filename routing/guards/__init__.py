@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from resilience.store import StateStore
 from routing.attempts import EligibilityFilter, OutcomeRecorder
+from routing.guards.admission import ConcurrencyHolder, RequestQueueHolder
 from routing.guards.attribution import AttributionRecorder
 from routing.guards.breaker import BreakerFilter
 from routing.guards.connection import ConnectionFilter
@@ -11,6 +12,7 @@ from routing.guards.egress import EgressRecorder
 from routing.guards.lockout import ModelLockoutFilter
 from routing.guards.tool_limit import ToolLimitFilter, ToolLimitRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
+from routing.seams import Holder
 
 
 def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
@@ -22,6 +24,12 @@ def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
         WindowGateFilter(store),
         BreakerFilter(store),
     )
+
+
+def default_holders(store: StateStore) -> tuple[Holder, ...]:
+    """Holders in the order they acquire: the request queue first (its admission refuses
+    before anything else is held), then the account semaphores."""
+    return (RequestQueueHolder(), ConcurrencyHolder(store))
 
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:

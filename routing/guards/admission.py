@@ -1,0 +1,153 @@
+"""Admission as the attempt loop's holders (reference-part2 §3, §5; decisions 10 and 21).
+
+* :class:`ConcurrencyHolder`: the account semaphores. A connection's ``max_concurrent`` (or
+  its ``maxConcurrent`` override), the model's ``modelConcurrency`` override and the
+  process-wide ``requestQueue.globalConcurrentRequests`` are gates acquired together, FIFO;
+  a full queue (``SEMAPHORE_QUEUE_FULL``, 429) or a wait past ``SEMAPHORE_WAIT_SECONDS``
+  (``SEMAPHORE_TIMEOUT``, 503) refuses the attempt, and the loop tries the next target.
+* :class:`RequestQueueHolder`: the local request queue of a connection with rate-limit
+  protection (or of every API-key connection with ``requestQueue.autoEnableApiKeyProviders``):
+  admission by queue depth before anything else (``RATE_LIMIT_QUEUE_FULL``, 429), then a wait
+  for its turn; the hold bounds the dispatch by ``maxWaitMs`` (``RATE_LIMIT_EXECUTION_TIMEOUT``,
+  504, failed over like a timeout).
+
+Every refusal is local and request-scoped: never recorded against a connection, a model or a
+breaker (decision 21).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from resilience.domain.request_queue import RequestQueueSettings
+from resilience.store import StateStore
+from routing.admission.gates import QUEUE_FULL, GateRefused, Gates, Hold, Requirement
+from routing.admission.limiter import Limiter, LimiterHold, LimiterPolicy
+from routing.attempts import AttemptContext
+from routing.domain.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FULL
+from routing.domain.admission import check_queue_admission
+from routing.domain.planning import Target
+from routing.domain.vocabulary import ProviderCategory
+from routing.seams import Held, HoldRefused
+
+SEMAPHORE_WAIT_SECONDS = 30.0  # reference-part2 §3.4's default timeout
+SEMAPHORE_MAX_QUEUE = 20  # and its default queue size
+GLOBAL_GATE = "global"
+
+
+class _Free:
+    """Nothing held."""
+
+    execution_seconds = None
+
+    async def release(self) -> None:
+        return None
+
+
+FREE = _Free()
+
+
+def connection_gate(connection_id: int) -> str:
+    return f"conn:{connection_id}"
+
+
+def model_gate(connection_id: int, model: str) -> str:
+    return f"conn:{connection_id}:model:{model}"
+
+
+def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requirement]:
+    """The gates an attempt on ``target`` must pass (caps of None or 0 do not apply)."""
+    connection = target.connection
+    overrides = connection.overrides
+    return [
+        (connection_gate(connection.id), connection.max_concurrent or overrides.max_concurrent),
+        (model_gate(connection.id, target.model), overrides.model_cap(target.model)),
+        (GLOBAL_GATE, queue.global_concurrent_requests),
+    ]
+
+
+@dataclass(slots=True)
+class _GateHold:
+    hold: Hold
+    execution_seconds: float | None = None
+
+    async def release(self) -> None:
+        await self.hold.release()
+
+
+class ConcurrencyHolder:
+    """Holds a slot on each of the target's capped gates while the attempt runs."""
+
+    def __init__(self, store: StateStore, gates: Gates | None = None) -> None:
+        self.gates = gates or Gates(store)
+
+    async def acquire(self, target: Target, context: AttemptContext) -> Held:
+        items = gate_requirements(target, context.snapshot.request_queue)
+        if not any(cap for _, cap in items):
+            return FREE
+        try:
+            hold = await self.gates.acquire(
+                items, holder=f"{context.request_id}:{len(context.attempts)}",
+                wait_seconds=SEMAPHORE_WAIT_SECONDS, max_queue=SEMAPHORE_MAX_QUEUE,
+            )  # fmt: skip
+        except GateRefused as refused:
+            status = 429 if refused.code == QUEUE_FULL else 503
+            raise HoldRefused(status, refused.code, refused.message, retry_after=1) from None
+        return _GateHold(hold)
+
+
+def queue_policy(target: Target, queue: RequestQueueSettings) -> LimiterPolicy:
+    """A connection's limiter: the settings, with its non-zero overrides."""
+    overrides = target.connection.overrides
+    return LimiterPolicy(
+        max_concurrent=overrides.max_concurrent or queue.concurrent_requests,
+        min_time_seconds=(overrides.min_time_ms or queue.min_time_between_requests_ms) / 1000,
+        per_minute=overrides.rpm or queue.requests_per_minute,
+    )
+
+
+def queued_connection(target: Target, queue: RequestQueueSettings) -> bool:
+    """Whether ``target``'s connection goes through the local request queue."""
+    if target.connection.rate_limit_protection:
+        return True
+    return (
+        queue.auto_enable_api_key_providers and target.provider.category == ProviderCategory.API_KEY
+    )
+
+
+@dataclass(slots=True)
+class _QueueHold:
+    hold: LimiterHold
+    execution_seconds: float | None
+
+    async def release(self) -> None:
+        await self.hold.release()
+
+
+class RequestQueueHolder:
+    """The local request queue of each protected connection (one limiter per process)."""
+
+    def __init__(self) -> None:
+        self.limiters: dict[str, Limiter] = {}
+
+    async def acquire(self, target: Target, context: AttemptContext) -> Held:
+        queue = context.snapshot.request_queue
+        if not queued_connection(target, queue):
+            return FREE
+        key = f"{target.provider.slug}:{target.connection.id}"
+        policy = queue_policy(target, queue)
+        limiter = self.limiters.get(key)
+        if limiter is None:
+            limiter = self.limiters[key] = Limiter(policy)
+        else:
+            limiter.update(policy)
+        refusal = check_queue_admission(limiter.queued, queue.max_queue_depth, target.label)
+        if refusal is not None:
+            raise HoldRefused(429, RATE_LIMIT_QUEUE_FULL, refusal, retry_after=1)
+        hold = await limiter.schedule()
+        max_wait_ms = target.connection.overrides.max_wait_ms or queue.max_wait_ms
+        return _QueueHold(hold, max_wait_ms / 1000)
+
+    def stats(self) -> dict[str, tuple[int, int]]:
+        """Running and queued requests per limiter."""
+        return {key: (lim.running, lim.queued) for key, lim in self.limiters.items()}
