@@ -95,6 +95,7 @@ class AttemptContext:
     forwarded: Forwarded = ()  # client headers the endpoint passes upstream
     tools: int = 0  # how many tools the request declares
     fallback: str | None = None  # the emergency fallback model, once it was tried
+    on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:

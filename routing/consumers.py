@@ -38,6 +38,7 @@ from routing.recovery import StreamRelay
 from routing.relay import WARNING_HEADER, failure_response, reply_headers, with_warnings
 from routing.response_pins import pinned_plan, remember, response_id
 from routing.snapshot import current_snapshot
+from routing.strategies import order_targets
 from routing.upstream import Forwarded, Upstream
 
 logger = logging.getLogger(__name__)
@@ -236,7 +237,12 @@ class RelayConsumer(ProxyConsumer):
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
         )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
-        await self.race_disconnect(self._attempt_and_relay(context, request))
+        order_targets(context)
+        try:
+            await self.race_disconnect(self._attempt_and_relay(context, request))
+        finally:
+            for finish in context.on_finish:
+                finish()
 
     def _deadline_ms(self, policy: AttemptPolicy) -> int:
         header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)

@@ -78,10 +78,11 @@ class Strategy(StrEnum):
     CACHE_OPTIMIZED = "cache-optimized"
     FUSION = "fusion"
     PIPELINE = "pipeline"
+    QUOTA_SHARE = "quota-share"  # the reference's internal strategy (§3.2), open to operators
 
 
 # Strategies the attempt loop can run today; the rest are refused with a clear message.
-IMPLEMENTED_STRATEGIES = frozenset({Strategy.PRIORITY})
+IMPLEMENTED_STRATEGIES = frozenset({Strategy.PRIORITY, Strategy.QUOTA_SHARE})
 
 
 class ExclusionReason(StrEnum):
