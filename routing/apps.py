@@ -30,10 +30,11 @@ class RoutingConfig(AppConfig):
         """Hand resilience what routing owns: resilience never imports routing (the layers
         point one way), so the connection names, the expired re-check pass, the write of a
         connection's state to its row and the breaker policies health reports come in here."""
-        from resilience.api.health import set_policy_source
+        from resilience.api.health import set_admission_source, set_policy_source
         from resilience.persistence import register_connection_writer
         from resilience.services.housekeeping import register_expired_recheck
         from resilience.services.lockout_operations import register_connection_names
+        from routing.guards.admission import admission_stats
         from routing.selectors import connection_names
         from routing.services.connections import connection_state_write
         from routing.services.expired import expired_recheck_pass_now
@@ -42,3 +43,4 @@ class RoutingConfig(AppConfig):
         register_expired_recheck(expired_recheck_pass_now)
         register_connection_writer(connection_state_write)
         set_policy_source(health_policies)
+        set_admission_source(admission_stats)

@@ -51,6 +51,7 @@ DEGRADED: dict[str, Any] = {
     "providerBreakers": [],
     "windowGate": {},
     "lockouts": [],
+    "admission": {"gates": [], "queues": []},
 }
 logger = logging.getLogger(__name__)
 
@@ -71,15 +72,28 @@ async def _no_policies() -> HealthPolicies:
     return HealthPolicies()
 
 
+AdmissionSource = Callable[[], dict[str, Any]]
+
+
+def _no_admission() -> dict[str, Any]:
+    return {"gates": [], "queues": []}
+
+
 class _Sources:
-    """The policy source routing registered (defaults until it does)."""
+    """The sources routing registered (defaults until it does)."""
 
     policies: PolicySource = _no_policies
+    admission: AdmissionSource = _no_admission
 
 
 def set_policy_source(source: PolicySource) -> None:
     """Routing hands in its current breaker policies (called from ``RoutingConfig.ready``)."""
     _Sources.policies = source
+
+
+def set_admission_source(source: AdmissionSource) -> None:
+    """Routing hands in its admission gates' running and queued counts (this process's)."""
+    _Sources.admission = source
 
 
 class _HealthCache:
@@ -149,6 +163,7 @@ async def _full_payload() -> dict[str, Any]:
         "providerBreakers": statuses,
         "windowGate": {"enabled": policies.window_gate_enabled},
         "lockouts": [_lockout_item(lock) for lock in locks],
+        "admission": _Sources.admission(),
     }
     # Read last: the calls above are what notices an outage (or the recovery).
     return _with_store_status(payload, _store_section(store))

@@ -17,7 +17,9 @@ breaker (decision 21).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from resilience.domain.request_queue import RequestQueueSettings
 from resilience.store import StateStore
@@ -80,6 +82,7 @@ class ConcurrencyHolder:
 
     def __init__(self, store: StateStore, gates: Gates | None = None) -> None:
         self.gates = gates or Gates(store)
+        _live.add(self)
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         items = gate_requirements(target, context.snapshot.request_queue)
@@ -129,6 +132,7 @@ class RequestQueueHolder:
 
     def __init__(self) -> None:
         self.limiters: dict[str, Limiter] = {}
+        _live.add(self)
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         queue = context.snapshot.request_queue
@@ -151,3 +155,26 @@ class RequestQueueHolder:
     def stats(self) -> dict[str, tuple[int, int]]:
         """Running and queued requests per limiter."""
         return {key: (lim.running, lim.queued) for key, lim in self.limiters.items()}
+
+
+_live: weakref.WeakSet[ConcurrencyHolder | RequestQueueHolder] = weakref.WeakSet()
+
+
+def admission_stats() -> dict[str, Any]:
+    """This process's gates and request queues: what runs and what waits (the health
+    payload's ``admission``)."""
+    gates: list[dict[str, Any]] = []
+    queues: list[dict[str, Any]] = []
+    for holder in list(_live):
+        if isinstance(holder, ConcurrencyHolder):
+            gates += [
+                {"gate": key, "running": s.running, "queued": s.queued, "cap": s.cap,
+                 "blocked": s.blocked_until is not None}
+                for key, s in holder.gates.stats().items()
+            ]  # fmt: skip
+        else:
+            queues += [
+                {"queue": key, "running": running, "queued": queued}
+                for key, (running, queued) in holder.stats().items()
+            ]
+    return {"gates": gates, "queues": queues}

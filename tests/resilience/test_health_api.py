@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 
 HEALTH = "/api/monitoring/health"
 RESET = "/api/resilience/reset"
-PAYLOAD_KEYS = {"status", "timestamp", "providerBreakers", "windowGate", "store", "lockouts"}
+PAYLOAD_KEYS = {
+    "status", "timestamp", "providerBreakers", "windowGate", "store", "lockouts", "admission",
+}  # fmt: skip
 
 
 def states(store: StateStore) -> dict[str, str]:

@@ -16,6 +16,7 @@ from channels.db import database_sync_to_async
 
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_list
+from routing.guards.admission import admission_stats
 from routing.models import ProviderConnection
 from routing.services import connection_save
 from tests.routing.harness import (
@@ -314,3 +315,25 @@ async def read_reply_rest(comm: Any) -> bytes:
         parts.append(event["body"])
         if not event.get("more_body"):
             return b"".join(parts)
+
+
+# --- what health shows ------------------------------------------------------------------------
+
+
+async def test_health_shows_running_and_queued_per_gate(gateway: Gateway, primary: int) -> None:
+    await database_sync_to_async(update)(primary, max_concurrent=1)
+    gauge = Gauge()
+    gateway.fake.behaviours[PRIMARY] = gauge
+
+    comms = [await start(gateway) for _ in range(3)]
+    await gauge.until_arrived(1)
+    await settle()
+    during = admission_stats()["gates"]
+    gauge.go.set()
+    for comm in comms:
+        await read_reply(comm)
+    after = admission_stats()["gates"]
+
+    gate = f"conn:{primary}"
+    assert {"gate": gate, "running": 1, "queued": 2, "cap": 1, "blocked": False} in during
+    assert not any(g["gate"] == gate for g in after)  # idle gates are forgotten
