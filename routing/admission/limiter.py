@@ -123,6 +123,10 @@ class Limiter:
         if self._queue:
             self._queue[0].woken.set()
 
+    def poke(self) -> None:
+        """Have the first waiter look again (its clock moved: tests)."""
+        self._wake()
+
     @property
     def idle(self) -> bool:
         return not self.running and not self._queue
