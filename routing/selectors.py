@@ -62,6 +62,7 @@ def _provider_info(provider: Provider) -> ProviderInfo:
         honors_rule_scope=provider.honors_rule_scope,
         egress_bucketed_lock=provider.egress_bucketed_lock,
         per_model_quota=provider.per_model_quota,
+        max_concurrent=provider.max_concurrent,
     )
 
 

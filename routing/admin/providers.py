@@ -26,6 +26,7 @@ class ProviderAdmin(ServiceAdmin):
         "honors_rule_scope",
         "egress_bucketed_lock",
         "per_model_quota",
+        "max_concurrent",
     )
     list_filter = (
         "category",

@@ -62,6 +62,7 @@ class ProviderSerializer(serializers.ModelSerializer[Provider]):
             "honors_rule_scope",
             "egress_bucketed_lock",
             "per_model_quota",
+            "max_concurrent",
             "updated_at",
         )
         read_only_fields = ("updated_at",)

@@ -39,6 +39,7 @@ class ProviderInfo:
     honors_rule_scope: bool = False
     egress_bucketed_lock: bool = False
     per_model_quota: bool = True
+    max_concurrent: int | None = None  # over all its connections
 
 
 DIRECT_EGRESS = "direct"

@@ -1,8 +1,9 @@
 """Admission as the attempt loop's holders (reference-part2 §3, §5; decisions 10 and 21).
 
 * :class:`ConcurrencyHolder`: the account semaphores. A connection's ``max_concurrent`` (or
-  its ``maxConcurrent`` override), the model's ``modelConcurrency`` override and the
-  process-wide ``requestQueue.globalConcurrentRequests`` are gates acquired together, FIFO;
+  its ``maxConcurrent`` override), the model's ``modelConcurrency`` override, the provider's
+  ``max_concurrent`` and ``requestQueue.globalConcurrentRequests`` are gates acquired together,
+  FIFO;
   a full queue (``SEMAPHORE_QUEUE_FULL``, 429) or a wait past ``SEMAPHORE_WAIT_SECONDS``
   (``SEMAPHORE_TIMEOUT``, 503) refuses the attempt, and the loop tries the next target.
 * :class:`RequestQueueHolder`: the local request queue of a connection with rate-limit
@@ -57,6 +58,10 @@ def model_gate(connection_id: int, model: str) -> str:
     return f"conn:{connection_id}:model:{model}"
 
 
+def provider_gate(slug: str) -> str:
+    return f"provider:{slug}"
+
+
 def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requirement]:
     """The gates an attempt on ``target`` must pass (caps of None or 0 do not apply)."""
     connection = target.connection
@@ -64,6 +69,7 @@ def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requi
     return [
         (connection_gate(connection.id), connection.max_concurrent or overrides.max_concurrent),
         (model_gate(connection.id, target.model), overrides.model_cap(target.model)),
+        (provider_gate(target.provider.slug), target.provider.max_concurrent),
         (GLOBAL_GATE, queue.global_concurrent_requests),
     ]
 

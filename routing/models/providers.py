@@ -31,6 +31,13 @@ class Provider(models.Model):
     honors_rule_scope = models.BooleanField(default=False)
     egress_bucketed_lock = models.BooleanField(default=False)
     per_model_quota = models.BooleanField(default=True)
+    max_concurrent = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Requests in flight at once over all of this provider's connections; empty "
+        "for no cap.",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -17,8 +17,8 @@ from channels.db import database_sync_to_async
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_list
 from routing.guards.admission import admission_stats
-from routing.models import ProviderConnection
-from routing.services import connection_save
+from routing.models import Provider, ProviderConnection
+from routing.services import connection_save, provider_save
 from tests.routing.harness import (
     BACKUP,
     COMPLETION,
@@ -337,3 +337,26 @@ async def test_health_shows_running_and_queued_per_gate(gateway: Gateway, primar
     gate = f"conn:{primary}"
     assert {"gate": gate, "running": 1, "queued": 2, "cap": 1, "blocked": False} in during
     assert not any(g["gate"] == gate for g in after)  # idle gates are forgotten
+
+
+def set_provider_cap(slug: str, cap: int) -> None:
+    provider = Provider.objects.get(slug=slug)
+    provider_save(provider=provider, fields={"max_concurrent": cap})
+
+
+async def test_a_provider_cap_holds_over_all_its_connections(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    await database_sync_to_async(set_provider_cap)("acme", 1)
+    gauge = Gauge()
+    gateway.fake.behaviours.update({PRIMARY: gauge, BACKUP: gauge})
+
+    comms = [await start(gateway) for _ in range(3)]
+    await gauge.until_arrived(1)
+    await settle()
+    arrived = gauge.arrived
+    gauge.go.set()
+    replies = [await read_reply(c) for c in comms]
+
+    assert arrived == 1 and gauge.most == 1
+    assert [r.status for r in replies] == [200] * 3
