@@ -85,6 +85,19 @@ async def start(gateway: Gateway, model: str = "acme/m1") -> Any:
     return comm
 
 
+async def burst(
+    gateway: Gateway, gauge: Gauge, count: int, *, first: int = 1
+) -> tuple[int, list[Reply]]:
+    """``count`` requests at once: how many reached the upstream while it held them (once
+    ``first`` had and the rest had settled), and every reply once it let them go."""
+    comms = [await start(gateway) for _ in range(count)]
+    await gauge.until_arrived(first)
+    await settle()
+    arrived = gauge.arrived
+    gauge.go.set()
+    return arrived, [await read_reply(c) for c in comms]
+
+
 async def queue_settings(**values: Any) -> None:
     patch = {"requestQueue": {**FAST_QUEUE, **values}}
     await database_sync_to_async(resilience_settings_update)(patch=patch)
@@ -100,12 +113,7 @@ async def test_max_concurrent_1_lets_one_request_in_at_a_time_and_all_succeed(
     gauge = Gauge()
     gateway.fake.behaviours[PRIMARY] = gauge
 
-    comms = [await start(gateway) for _ in range(20)]
-    await gauge.until_arrived(1)
-    await settle()
-    waiting_at_once = gauge.arrived
-    gauge.go.set()
-    replies = [await read_reply(c) for c in comms]
+    waiting_at_once, replies = await burst(gateway, gauge, 20)
 
     assert waiting_at_once == 1  # the other 19 wait in the gateway, not upstream
     assert [r.status for r in replies] == [200] * 20
@@ -236,12 +244,7 @@ async def test_auto_enable_queues_api_key_connections(gateway: Gateway, primary:
     gauge = Gauge()
     gateway.fake.behaviours[PRIMARY] = gauge
 
-    comms = [await start(gateway) for _ in range(3)]
-    await gauge.until_arrived(1)
-    await settle()
-    arrived = gauge.arrived
-    gauge.go.set()
-    replies = [await read_reply(c) for c in comms]
+    arrived, replies = await burst(gateway, gauge, 3)
 
     assert arrived == 1 and gauge.most == 1
     assert [r.status for r in replies] == [200] * 3
@@ -351,12 +354,7 @@ async def test_a_provider_cap_holds_over_all_its_connections(
     gauge = Gauge()
     gateway.fake.behaviours.update({PRIMARY: gauge, BACKUP: gauge})
 
-    comms = [await start(gateway) for _ in range(3)]
-    await gauge.until_arrived(1)
-    await settle()
-    arrived = gauge.arrived
-    gauge.go.set()
-    replies = [await read_reply(c) for c in comms]
+    arrived, replies = await burst(gateway, gauge, 3)
 
     assert arrived == 1 and gauge.most == 1
     assert [r.status for r in replies] == [200] * 3
