@@ -13,7 +13,7 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,8 +160,12 @@ def make_route(
     disable_cooling: bool = False,
     wire_format: str = "openai",
     served_models: list[str] | None = None,
+    connection_fields: Sequence[Mapping[str, Any]] = (),
 ) -> Route:
-    """A fresh provider with one connection per scenario (fake upstream knobs), and a key."""
+    """A fresh provider with one connection per scenario (fake upstream knobs), and a key.
+
+    ``connection_fields``: more fields of the n-th connection (``max_concurrent``,
+    ``rate_limit_protection``, ``rate_limit_overrides``...), in the order of the scenarios."""
     slug = f"e2e-{secrets.token_hex(4)}"
     gateway.post(
         "/api/providers/",
@@ -174,7 +178,8 @@ def make_route(
             "/api/connections/",
             {"provider": slug, "name": f"c{priority}", "priority": priority,
              "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET,
-             "disable_cooling": disable_cooling, "served_models": served_models or []},
+             "disable_cooling": disable_cooling, "served_models": served_models or [],
+             **(connection_fields[priority - 1] if priority <= len(connection_fields) else {})},
         )  # fmt: skip
         ids.append(connection["id"])
     allowed = models if models is not None else [f"{slug}/*"]
