@@ -48,6 +48,7 @@ FAST_QUEUE = {"minTimeBetweenRequestsMs": 0, "requestsPerMinute": 1_000_000}
 CLIENT_TIMEOUT_SECONDS = 15.0
 LOAD_BOUND_SECONDS = 30.0
 WAIT_SECONDS = 5.0  # for the fake upstream to see what the gateway sent
+QUEUED_WITHIN_SECONDS = 5.0  # for sent requests to show in the gateway's queue (health)
 SETTLE_SECONDS = 0.3  # for sent requests to reach their queue in the gateway
 
 assert SLOW_MS / 1000 < READ_TIMEOUT_SECONDS
@@ -186,7 +187,9 @@ async def test_past_max_queue_depth_the_next_caller_is_refused_at_once_and_never
         running = asyncio.create_task(ask(client, route))
         assert await arrived(fake, route, 1), "the first request never reached the upstream"
         waiting = [asyncio.create_task(ask(client, route)) for _ in range(2)]
-        await asyncio.sleep(SETTLE_SECONDS)  # both join the queue behind the running one
+        # both join the queue behind the running one (a fixed settle: the health payload,
+        # cached for a second, is too coarse for the one-second window the upstream allows)
+        await asyncio.sleep(SETTLE_SECONDS)
         sent_at = time.monotonic()
         refused, refused_at = await timed_ask(client, route)
         in_flight_then = records(fake, route)
@@ -307,9 +310,23 @@ async def test_the_execution_limit_fails_over_to_the_next_connection(
 # --- (4) a waiter whose client leaves ---------------------------------------------------------
 
 
-async def send_and_close(gateway: Gateway, route: Route, after: float) -> bytes:
-    """Send a chat request on a raw socket, close the socket ``after`` seconds later; what the
-    gateway wrote back meanwhile (nothing, while the request waits)."""
+async def queued_in_gateway(gateway: Gateway, section: str, key: str, count: int) -> None:
+    """Wait until the gateway's health shows ``count`` requests queued on a gate or request
+    queue (its ``admission`` section; the payload is cached for a second)."""
+    name = "gate" if section == "gates" else "queue"
+    async with asyncio.timeout(QUEUED_WITHIN_SECONDS):
+        while True:
+            response = await asyncio.to_thread(gateway.api.get, "/api/monitoring/health")
+            health = response.json()
+            items = health["admission"][section]
+            if any(item[name] == key and item["queued"] == count for item in items):
+                return
+            await asyncio.sleep(0.1)
+
+
+async def send_and_close(gateway: Gateway, route: Route, gate: str) -> bytes:
+    """Send a chat request on a raw socket and close the socket once the gateway shows it
+    waiting on ``gate``; what the gateway wrote back meanwhile (nothing, while it waits)."""
     address = urlsplit(gateway.url)
     assert address.hostname == "127.0.0.1" and address.port is not None
     payload = orjson.dumps(body(route))
@@ -322,11 +339,12 @@ async def send_and_close(gateway: Gateway, route: Route, after: float) -> bytes:
     try:
         writer.write(head + payload)
         await writer.drain()
-        try:
-            async with asyncio.timeout(after):
-                return await reader.read(65536)
-        except TimeoutError:
-            return b""
+        answered = asyncio.ensure_future(reader.read(65536))
+        await queued_in_gateway(gateway, "gates", gate, 1)
+        if answered.done():
+            return answered.result()
+        answered.cancel()
+        return b""
     finally:
         writer.close()
         await writer.wait_closed()
@@ -342,7 +360,8 @@ async def test_a_waiting_request_whose_client_leaves_never_reaches_the_upstream(
     async with async_client(gateway, route) as client, asyncio.timeout(LOAD_BOUND_SECONDS):
         running = asyncio.create_task(ask(client, route))
         assert await arrived(fake, route, 1), "the first request never reached the upstream"
-        answered_while_waiting = await send_and_close(gateway, route, after=SETTLE_SECONDS)
+        gate = f"conn:{route.connections[0]}"
+        answered_while_waiting = await send_and_close(gateway, route, gate)
         in_flight_then = records(fake, route)
         first = await running
         fresh = await ask(client, route)  # the slot is free again, and nobody is ahead
