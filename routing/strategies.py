@@ -5,7 +5,8 @@ DRR over the targets whose connection has room, P2C on the requests in flight, d
 connection at its cap (``max_concurrent``, or its ``maxConcurrent`` override) unless
 ``quotaShareConcurrencyLimit.enabled`` is off; the winner's connection counts one request in
 flight until the request ends. The cap itself is held by the account semaphores, for every
-strategy (``routing.guards.admission``).
+strategy (``routing.guards.admission``); a quota-share dispatch whose slot wait fails (a full
+queue, a timeout) goes ahead without a slot (§3.3's fail-open) while the limit is enabled.
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 * :class:`ConcurrencyHolder`: the account semaphores. A connection's ``max_concurrent`` (or
   its ``maxConcurrent`` override), the model's ``modelConcurrency`` override, the provider's
   ``max_concurrent`` and ``requestQueue.globalConcurrentRequests`` are gates acquired together,
-  FIFO;
-  a full queue (``SEMAPHORE_QUEUE_FULL``, 429) or a wait past ``SEMAPHORE_WAIT_SECONDS``
-  (``SEMAPHORE_TIMEOUT``, 503) refuses the attempt, and the loop tries the next target.
+  FIFO; a full queue (``SEMAPHORE_QUEUE_FULL``, 429) or a wait past ``SEMAPHORE_WAIT_SECONDS``
+  (``SEMAPHORE_TIMEOUT``, 503) refuses the attempt, and the loop tries the next target; a
+  quota-share dispatch goes ahead without the slot instead (fail-open, §3.3) while
+  ``quotaShareConcurrencyLimit.enabled``.
 * :class:`RequestQueueHolder`: the local request queue of a connection with rate-limit
   protection (or of every API-key connection with ``requestQueue.autoEnableApiKeyProviders``):
   admission by queue depth before anything else (``RATE_LIMIT_QUEUE_FULL``, 429), then a wait
@@ -18,6 +19,7 @@ breaker (decision 21).
 
 from __future__ import annotations
 
+import logging
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +32,10 @@ from routing.attempts import AttemptContext
 from routing.domain.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FULL
 from routing.domain.admission import check_queue_admission
 from routing.domain.planning import Target
-from routing.domain.vocabulary import ProviderCategory
+from routing.domain.vocabulary import ProviderCategory, Strategy
 from routing.seams import Held, HoldRefused
+
+logger = logging.getLogger(__name__)
 
 SEMAPHORE_WAIT_SECONDS = 30.0  # reference-part2 §3.4's default timeout
 SEMAPHORE_MAX_QUEUE = 20  # and its default queue size
@@ -100,9 +104,20 @@ class ConcurrencyHolder:
                 wait_seconds=SEMAPHORE_WAIT_SECONDS, max_queue=SEMAPHORE_MAX_QUEUE,
             )  # fmt: skip
         except GateRefused as refused:
+            if _fails_open(context):
+                logger.warning(
+                    "request %s: quota-share proceeds without a slot (%s on %s)",
+                    context.request_id, refused.code, refused.key,
+                )  # fmt: skip
+                return FREE
             status = 429 if refused.code == QUEUE_FULL else 503
             raise HoldRefused(status, refused.code, refused.message, retry_after=1) from None
         return _GateHold(hold)
+
+
+def _fails_open(context: AttemptContext) -> bool:
+    """A quota-share dispatch whose slot wait failed goes ahead without one (§3.3)."""
+    return context.plan.strategy == Strategy.QUOTA_SHARE and context.snapshot.quota_share.enabled
 
 
 def queue_policy(target: Target, queue: RequestQueueSettings) -> LimiterPolicy:

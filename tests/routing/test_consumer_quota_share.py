@@ -25,7 +25,7 @@ from routing.domain.quota_share import QuotaShareState
 from routing.models import Combo, Provider
 from routing.services import combo_save
 from tests.routing.harness import OK, Gateway, add_connection, read_reply
-from tests.routing.test_consumer_admission import Gauge, start
+from tests.routing.test_consumer_admission import Gauge, settle, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,3 +114,29 @@ def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: bool) -
     if enabled:
         assert [t.connection.id for t in context.plan.targets][-1] == 3
     assert len(context.on_finish) == 1  # the winner's in-flight slot, released at the end
+
+
+async def test_a_quota_share_dispatch_whose_slot_wait_fails_goes_ahead_without_one(
+    gateway: Gateway, acme: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import routing.guards.admission as admission
+
+    monkeypatch.setattr(admission, "SEMAPHORE_MAX_QUEUE", 1)
+    await database_sync_to_async(add_connection)(acme, "only", KEYS[0], max_concurrent=1)
+    targets = [{"provider": acme, "model": "m1"}]
+    fields = {"name": "solo", "strategy": "quota-share"}
+    await database_sync_to_async(combo_save)(combo=Combo(), fields=fields, targets=targets)
+    gauge = Gauge()
+    gateway.fake.behaviours[KEYS[0]] = gauge
+
+    running = await start(gateway, "solo")
+    await gauge.until_arrived(1)
+    queued = await start(gateway, "solo")  # waits for the slot
+    await settle()
+    failing_open = await start(gateway, "solo")  # the queue of one is full: it goes ahead
+    await gauge.until_arrived(2)
+    gauge.go.set()
+    replies = [await read_reply(c) for c in (running, queued, failing_open)]
+
+    assert gauge.most == 2  # fail-open: the cap was passed rather than the request refused
+    assert all(r.status == 200 for r in replies)
