@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -37,18 +37,20 @@ from routing.domain.planning import Target
 from routing.domain.throughput import ThroughputWatchdog
 from routing.domain.vocabulary import WireFormat
 from routing.streams import StreamBroken, UpstreamStream
+from routing.upstream_body import (
+    BOM,
+    is_json_object,
+    not_a_stream,
+    raw_chunks,
+    read_capped,
+    read_limited,
+    sse_head,
+)
 
-ERROR_BODY_LIMIT_BYTES = 64 * 1024
 RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remaining-requests")
 USER_AGENT = "OmniRoute/0.1"
 
 # Garbage is a failure: a 2xx the client could not use is a 502 the attempt loop fails over on.
-SSE_CONTENT_TYPE = "text/event-stream"
-_SSE_STARTS = (b"data:", b"event:", b":", b"id:", b"retry:")
-_SSE_HEAD_BYTES = max(map(len, _SSE_STARTS))
-_NOT_STREAM_SUFFIXES = ("json", "html", "xml")
-_BOM = b"\xef\xbb\xbf"
-_JSON_WHITESPACE = b" \t\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +270,7 @@ async def _read(
 ) -> tuple[Outcome, UpstreamReply | None]:
     content_type = response.headers.get("content-type", "application/json")
     if not 200 <= response.status_code < 300:  # a redirect is no answer either
-        body = await _read_limited(response)
+        body = await read_limited(response)
         await response.aclose()
         headers = {name.lower(): value for name, value in response.headers.items()}
         outcome = Outcome(
@@ -277,26 +279,26 @@ async def _read(
         )  # fmt: skip
         return outcome, None
     if not stream:
-        whole = await _read_capped(response)
+        whole = await read_capped(response)
         await response.aclose()
         if whole is None:
             return _garbage(TOO_LARGE, started), None
-        if not _is_json_object(whole):
+        if not is_json_object(whole):
             return _garbage(MALFORMED, started), None
         reply = UpstreamReply(response.status_code, content_type, whole)
     else:
-        if _not_a_stream(response.headers.get("content-type", "")):
+        if not_a_stream(response.headers.get("content-type", "")):
             await response.aclose()
             return _garbage(MALFORMED_STREAM, started), None
         # Read up to the first token before committing: a failure before it can still fail over.
-        chunks = _raw_chunks(response)
-        first = await _sse_head(chunks)
+        chunks = raw_chunks(response)
+        first = await sse_head(chunks)
         if first is None:
             await response.aclose()
             return _garbage(MALFORMED_STREAM, started), None
         watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
         state = endpoint.stream_state()
-        events = UpstreamStream(first.removeprefix(_BOM), chunks, watchdog, label, state)
+        events = UpstreamStream(first.removeprefix(BOM), chunks, watchdog, label, state)
         broken: StreamBroken | None = None
         head = b""
         try:
@@ -330,84 +332,3 @@ def _garbage(garbage: _Garbage, started: float) -> Outcome:
     body = orjson.dumps({"error": error})
     headers = {"content-type": "application/json"}
     return Outcome(OutcomeKind.HTTP_ERROR, 502, headers, body, garbage.detail, _elapsed_ms(started))
-
-
-def _not_a_stream(content_type: str) -> bool:
-    """A JSON or HTML answer to a stream request, rejected unread. Other types are judged by
-    their first chunk: some servers label a well-formed event stream ``text/plain``."""
-    media = content_type.partition(";")[0].strip().lower()
-    return media != SSE_CONTENT_TYPE and media.endswith(_NOT_STREAM_SUFFIXES)
-
-
-def _is_json_object(body: bytes) -> bool:
-    if not body.lstrip(_JSON_WHITESPACE).startswith(b"{"):  # HTML, empty: no parse needed
-        return False
-    try:
-        return isinstance(orjson.loads(body), dict)
-    except orjson.JSONDecodeError:
-        return False
-
-
-async def _read_capped(response: httpx.Response) -> bytes | None:
-    """The whole body, or ``None`` once it passes ``MAX_UPSTREAM_BODY_BYTES`` (not read on)."""
-    cap: int = settings.MAX_UPSTREAM_BODY_BYTES
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        return None
-    try:
-        content = response.content  # built already read, as tests may
-    except httpx.ResponseNotRead:
-        pass
-    else:
-        return content if len(content) <= cap else None
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > cap:
-            return None
-        parts.append(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-async def _sse_head(chunks: AsyncIterator[bytes]) -> bytes | None:
-    """The first chunk(s) of a stream, or ``None`` when they do not start like SSE.
-
-    Usually one chunk decides; a first chunk cut inside the leading field name (``da``) or
-    holding only blank lines waits for the next one (up to ``ERROR_BODY_LIMIT_BYTES``).
-    """
-    head = b""
-    async for chunk in chunks:  # no aclose on return: the relay goes on with ``chunks``
-        head += chunk
-        start = head.removeprefix(_BOM).lstrip(_JSON_WHITESPACE)
-        if start.startswith(_SSE_STARTS):
-            return head
-        undecided = len(start) < _SSE_HEAD_BYTES and any(s.startswith(start) for s in _SSE_STARTS)
-        if not undecided or len(head) > ERROR_BODY_LIMIT_BYTES:
-            return None
-    return None
-
-
-def _raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it arrives; a response built already read (as tests may) yields it whole."""
-    try:
-        content = response.content
-    except httpx.ResponseNotRead:
-        return response.aiter_raw()
-    return _once(content)
-
-
-async def _once(content: bytes) -> AsyncIterator[bytes]:
-    if content:
-        yield content
-
-
-async def _read_limited(response: httpx.Response) -> bytes:
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in _raw_chunks(response):
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= ERROR_BODY_LIMIT_BYTES:
-            break
-    return b"".join(parts)[:ERROR_BODY_LIMIT_BYTES]
