@@ -1,0 +1,255 @@
+"""The target orderings of the simple combo strategies (pure, reference-part2 §7.2).
+
+Each function takes one request's targets and returns them as a new tuple in the order the
+attempt loop tries them: a permutation (nothing lost, nothing duplicated); the input is never
+changed. What a strategy remembers between requests (a round-robin counter, usage counts,
+metrics, a strict-random deck) is the caller's state, passed in:
+
+* ``declared`` - priority, fill-first, context-relay (item 1, 4, 5): the declared order;
+* ``shuffled`` - random (item 7): Fisher-Yates over all targets;
+* ``weighted`` - weighted (item 2): one weighted draw first, the rest by descending weight;
+* ``round_robin`` - round-robin (item 3): the declared order rotated to ``counter mod N``;
+* ``least_used`` - least-used (item 8): ascending request count per execution key;
+* ``cost_ordered`` - cost-optimized (item 9): ascending input price, unknown last;
+* ``p2c`` - p2c (item 6): the better of two random picks first, then the other pick;
+* ``strict_random`` - strict-random (item 13): a deck per combo drawn without replacement.
+
+Randomness comes from an injected ``rng`` (a ``random.Random`` or anything with ``random()``
+returning a float in [0, 1)); only ``rng.random()`` is called, and a random index below ``n``
+is ``int(rng.random() * n)`` (clamped to ``n - 1``), so a seeded ``random.Random`` gives a
+reproducible order. Pre-screening and exclusion (breakers, cooldowns, §7.3) are not done
+here: the caller passes the targets it may try.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from resilience.domain.breaker_state import BreakerState
+from routing.domain.planning import Target
+from routing.domain.quota_share import execution_key
+
+UNKNOWN_SUCCESS_SCORE = 0.5  # p2c: successRate / 100 when the success rate is unknown
+UNKNOWN_LATENCY_SCORE = 0.25  # p2c: the latency term when the latency is unknown or <= 0
+HALF_OPEN_PENALTY = 0.25  # p2c: subtracted from a target whose breaker is HALF_OPEN
+
+__all__ = [
+    "Deck",
+    "RandomSource",
+    "TargetMetrics",
+    "cost_ordered",
+    "declared",
+    "execution_key",
+    "least_used",
+    "p2c",
+    "p2c_score",
+    "round_robin",
+    "shuffled",
+    "strict_random",
+    "weighted",
+]
+
+
+class RandomSource(Protocol):
+    """The randomness the orderings use: ``random.Random`` satisfies it."""
+
+    def random(self) -> float:
+        """A float in [0, 1)."""
+        ...
+
+
+def _index(rng: RandomSource, n: int) -> int:
+    """A random index in ``range(n)`` (``n`` >= 1) from one ``rng.random()`` call."""
+    return min(int(rng.random() * n), n - 1)
+
+
+def _fisher_yates(items: list[Target], rng: RandomSource) -> None:
+    """Shuffle ``items`` in place: for i from the last index down to 1, swap item i with a
+    random item j in 0..i (``_index(rng, i + 1)``)."""
+    for i in range(len(items) - 1, 0, -1):
+        j = _index(rng, i + 1)
+        items[i], items[j] = items[j], items[i]
+
+
+def declared(targets: Sequence[Target]) -> tuple[Target, ...]:
+    """Priority / fill-first: the declared order, unchanged."""
+    return tuple(targets)
+
+
+def shuffled(targets: Sequence[Target], rng: RandomSource) -> tuple[Target, ...]:
+    """Random: a Fisher-Yates shuffle of all targets (N - 1 ``rng.random()`` calls, from
+    the last position down, each swapping position i with a random position in 0..i)."""
+    items = list(targets)
+    _fisher_yates(items, rng)
+    return tuple(items)
+
+
+def _clean_weight(weight: float | None) -> float:
+    """A usable weight: missing (``None``), non-finite or negative counts as 0."""
+    if weight is None or not math.isfinite(weight) or weight < 0:
+        return 0.0
+    return float(weight)
+
+
+def weighted(
+    targets: Sequence[Target], weights: Sequence[float | None], rng: RandomSource
+) -> tuple[Target, ...]:
+    """Weighted: draw one target with probability weight / Σweight, put it first, and the
+    rest after it by descending weight (ties: declared order).
+
+    ``weights[i]`` is the weight of ``targets[i]`` (its combo step's weight; the targets of
+    one step share it, and each target is its own entry in the draw, so a step with two
+    connections is twice as likely as its weight alone says - pass ``weight / connections``
+    to draw per step). A weight that is missing (``None``), 0, negative or non-finite is
+    never drawn while any weight is positive; when none is, the draw is uniform. One
+    ``rng.random()`` call. Raises ``ValueError`` when the lengths differ.
+    """
+    if len(weights) != len(targets):
+        raise ValueError(f"{len(weights)} weights for {len(targets)} targets")
+    if not targets:
+        return ()
+    clean = [_clean_weight(w) for w in weights]
+    total = math.fsum(clean)
+    if total > 0:
+        point = rng.random() * total
+        drawn = max(i for i, w in enumerate(clean) if w > 0)  # if rounding passes the end
+        cumulative = 0.0
+        for i, w in enumerate(clean):
+            cumulative += w
+            if w > 0 and point < cumulative:
+                drawn = i
+                break
+    else:
+        drawn = _index(rng, len(targets))
+    rest = sorted((i for i in range(len(targets)) if i != drawn), key=lambda i: -clean[i])
+    return (targets[drawn], *(targets[i] for i in rest))
+
+
+def round_robin(targets: Sequence[Target], counter: int) -> tuple[Target, ...]:
+    """Round-robin: the declared order rotated to start at ``counter mod N`` and wrap around.
+
+    ``counter`` is the caller's count of this combo's requests so far (0 for the first)."""
+    if not targets:
+        return ()
+    start = counter % len(targets)
+    return (*targets[start:], *targets[:start])
+
+
+def least_used(targets: Sequence[Target], counts: Mapping[str, float]) -> tuple[Target, ...]:
+    """Least-used: ascending by ``counts[execution_key(target)]`` (unknown = 0); stable."""
+    return tuple(sorted(targets, key=lambda t: counts.get(execution_key(t), 0)))
+
+
+def cost_ordered(
+    targets: Sequence[Target], price_of: Callable[[Target], float | None]
+) -> tuple[Target, ...]:
+    """Cost-optimized: ascending by ``price_of(target)``, the model's input price per million
+    tokens; unknown (``None`` or NaN) sorts as +inf. Stable: equal prices (the same model on
+    several connections) keep their declared order."""
+
+    def price(target: Target) -> float:
+        value = price_of(target)
+        return math.inf if value is None or math.isnan(value) else value
+
+    return tuple(sorted(targets, key=price))
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMetrics:
+    """What p2c knows of one execution key: success rate in percent (0-100), average latency
+    in milliseconds (``None``: unknown) and its breaker state (a ``BreakerState`` value)."""
+
+    success_rate: float | None
+    avg_latency_ms: float | None
+    breaker: str = BreakerState.CLOSED
+
+
+def p2c_score(metrics: TargetMetrics | None) -> float:
+    """A target's p2c score: -inf when its breaker is OPEN; else successRate / 100 (0.5 when
+    unknown) + 1 / log10(avgLatencyMs + 10) (0.25 when unknown or <= 0), minus 0.25 when the
+    breaker is HALF_OPEN. No metrics at all scores 0.5 + 0.25."""
+    if metrics is None:
+        return UNKNOWN_SUCCESS_SCORE + UNKNOWN_LATENCY_SCORE
+    if metrics.breaker == BreakerState.OPEN:
+        return -math.inf
+    rate = metrics.success_rate
+    score = UNKNOWN_SUCCESS_SCORE if rate is None or not math.isfinite(rate) else rate / 100
+    latency = metrics.avg_latency_ms
+    if latency is None or not math.isfinite(latency) or latency <= 0:
+        score += UNKNOWN_LATENCY_SCORE
+    else:
+        score += 1 / math.log10(latency + 10)
+    if metrics.breaker == BreakerState.HALF_OPEN:
+        score -= HALF_OPEN_PENALTY
+    return score
+
+
+def p2c(
+    targets: Sequence[Target], rng: RandomSource, metrics: Mapping[str, TargetMetrics]
+) -> tuple[Target, ...]:
+    """P2C (power of two choices): pick two distinct random indices, put the one with the
+    higher ``p2c_score`` first (tie: the first pick), the other second, then every other
+    target in declared order. ``metrics`` is keyed by ``execution_key``.
+
+    Two ``rng.random()`` calls: the first pick is ``_index(rng, N)``, the second is
+    ``_index(rng, N - 1)``, shifted up by one when it is at or past the first (so they differ).
+    With one target (or none) nothing is drawn.
+    """
+    if len(targets) < 2:
+        return tuple(targets)
+    first = _index(rng, len(targets))
+    second = _index(rng, len(targets) - 1)
+    if second >= first:
+        second += 1
+    score_first = p2c_score(metrics.get(execution_key(targets[first])))
+    score_second = p2c_score(metrics.get(execution_key(targets[second])))
+    if score_second > score_first:
+        first, second = second, first
+    rest = (t for i, t in enumerate(targets) if i not in (first, second))
+    return (targets[first], targets[second], *rest)
+
+
+class Deck:
+    """The strict-random state of one combo: the execution keys not drawn yet, and the key
+    set they were dealt from. Not thread-safe (one event loop; the caller serialises)."""
+
+    __slots__ = ("_cards", "_members")
+
+    def __init__(self) -> None:
+        self._cards: list[str] = []  # drawn from the end
+        self._members: frozenset[str] = frozenset()
+
+    @property
+    def remaining(self) -> tuple[str, ...]:
+        """The keys still to be drawn, the next one first."""
+        return tuple(reversed(self._cards))
+
+    def draw(self, keys: Sequence[str], rng: RandomSource) -> str:
+        """The next key, after a refill (a fresh shuffle of the distinct ``keys``) when the
+        deck is empty or was dealt from another key set."""
+        members = frozenset(keys)
+        if not self._cards or members != self._members:
+            cards = list(dict.fromkeys(keys))
+            for i in range(len(cards) - 1, 0, -1):
+                j = _index(rng, i + 1)
+                cards[i], cards[j] = cards[j], cards[i]
+            self._cards = cards
+            self._members = members
+        return self._cards.pop()
+
+
+def strict_random(targets: Sequence[Target], deck: Deck, rng: RandomSource) -> tuple[Target, ...]:
+    """Strict-random: draw the next execution key from ``deck`` (this combo's deck, refilled
+    with a fresh shuffle when empty or when the targets' key set changed), put its target
+    first (the first one, if two targets share the key) and the rest after it, freshly
+    shuffled. Over N requests on N distinct keys every target comes first exactly once."""
+    if not targets:
+        return ()
+    keys = [execution_key(t) for t in targets]
+    drawn = keys.index(deck.draw(keys, rng))
+    rest = [t for i, t in enumerate(targets) if i != drawn]
+    _fisher_yates(rest, rng)
+    return (targets[drawn], *rest)
