@@ -1,0 +1,232 @@
+"""The pure orderings of the simple combo strategies (reference-part2 §7.2): declared, random,
+weighted, round-robin, least-used, cost-optimized, p2c and strict-random."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import pytest
+
+from resilience.domain.breaker_state import BreakerState
+from routing.domain.config import ConnectionInfo, ProviderInfo
+from routing.domain.ordering import (
+    Deck,
+    TargetMetrics,
+    cost_ordered,
+    declared,
+    execution_key,
+    least_used,
+    p2c,
+    p2c_score,
+    round_robin,
+    shuffled,
+    strict_random,
+    weighted,
+)
+from routing.domain.planning import Target
+from routing.domain.vocabulary import WireFormat
+
+PROVIDER = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)
+
+
+def target(connection_id: int, model: str = "m", step: int = 0) -> Target:
+    connection = ConnectionInfo(
+        id=connection_id,
+        provider="alpha",
+        name=f"alpha-{connection_id}",
+        priority=connection_id,
+        base_url="https://alpha.test/v1",
+        auth_type="api_key",
+        secret=f"secret-{connection_id}",
+    )
+    return Target(PROVIDER, connection, model, step)
+
+
+A, B, C, D, E = (target(i, step=i - 1) for i in range(1, 6))
+FIVE = (A, B, C, D, E)
+
+
+class Scripted:
+    """An rng whose ``random()`` returns the given values in turn."""
+
+    def __init__(self, values: Iterable[float]) -> None:
+        self._values = iter(values)
+
+    def random(self) -> float:
+        return next(self._values)
+
+
+def ids(targets: Sequence[Target]) -> list[int]:
+    return [t.connection.id for t in targets]
+
+
+ORDERINGS: dict[str, Callable[[list[Target]], tuple[Target, ...]]] = {
+    "declared": declared,
+    "shuffled": lambda ts: shuffled(ts, random.Random(7)),
+    "weighted": lambda ts: weighted(ts, [1, 0, None, 3, 2.5][: len(ts)], random.Random(7)),
+    "round_robin": lambda ts: round_robin(ts, 3),
+    "least_used": lambda ts: least_used(ts, {"2:m": 5, "4:m": 1}),
+    "cost_ordered": lambda ts: cost_ordered(ts, lambda t: [3.0, None, 1.0, 3.0, 0.5][t.step]),
+    "p2c": lambda ts: p2c(ts, random.Random(7), {"1:m": TargetMetrics(90, 200)}),
+    "strict_random": lambda ts: strict_random(ts, Deck(), random.Random(7)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ORDERINGS))
+@pytest.mark.parametrize("size", [0, 1, 2, 5])
+def test_every_ordering_is_a_permutation_and_leaves_its_input_alone(name: str, size: int) -> None:
+    targets = list(FIVE[:size])
+    result = ORDERINGS[name](targets)
+    assert isinstance(result, tuple)
+    assert Counter(map(id, result)) == Counter(map(id, FIVE[:size]))
+    assert targets == list(FIVE[:size])
+
+
+def test_declared_keeps_the_declared_order() -> None:
+    assert declared([C, A, B]) == (C, A, B)
+
+
+def test_shuffled_is_fisher_yates_over_a_seeded_rng() -> None:
+    # Precomputed from the documented algorithm with random.Random(42).
+    assert ids(shuffled(FIVE, random.Random(42))) == [2, 3, 5, 1, 4]
+    assert shuffled(FIVE, random.Random(42)) == shuffled(FIVE, random.Random(42))
+
+
+def test_shuffled_reaches_every_order() -> None:
+    orders = {tuple(ids(shuffled((A, B, C), random.Random(seed)))) for seed in range(300)}
+    assert len(orders) == 6
+
+
+def test_weighted_draws_in_proportion_to_the_weights() -> None:
+    rng = random.Random(0)
+    firsts = Counter(weighted((A, B, C), [1, 1, 2], rng)[0].connection.id for _ in range(4000))
+    for connection_id, expected in ((1, 1000), (2, 1000), (3, 2000)):
+        assert abs(firsts[connection_id] - expected) <= 0.05 * expected
+    # Evenly spaced draws split exactly in proportion.
+    grid = Scripted(k / 4000 for k in range(4000))
+    exact = Counter(weighted((A, B, C), [1, 1, 2], grid)[0].connection.id for _ in range(4000))
+    assert exact == {1: 1000, 2: 1000, 3: 2000}
+
+
+@pytest.mark.parametrize("bad", [0, None, -1.0, math.inf, math.nan])
+def test_weighted_never_draws_an_unusable_weight_while_one_is_positive(bad: float | None) -> None:
+    rng = random.Random(5)
+    firsts = {weighted((A, B, C), [bad, 1, bad], rng)[0] for _ in range(500)}
+    assert firsts == {B}
+
+
+def test_weighted_with_no_positive_weight_draws_uniformly() -> None:
+    rng = random.Random(99)
+    firsts = Counter(weighted((A, B, C), [0, None, 0], rng)[0].connection.id for _ in range(3000))
+    assert set(firsts) == {1, 2, 3}
+    assert all(abs(n - 1000) <= 100 for n in firsts.values())
+
+
+def test_weighted_puts_the_rest_by_descending_weight_with_declared_ties() -> None:
+    weights = [1, 3, 2, 0, 3]  # cumulative 1, 4, 6, 6, 9
+    assert ids(weighted(FIVE, weights, Scripted([0.0]))) == [1, 2, 5, 3, 4]
+    assert ids(weighted(FIVE, weights, Scripted([5.5 / 9]))) == [3, 2, 5, 1, 4]
+    assert ids(weighted(FIVE, weights, Scripted([0.999999]))) == [5, 2, 3, 1, 4]
+
+
+def test_weighted_rejects_misaligned_weights() -> None:
+    with pytest.raises(ValueError):
+        weighted((A, B), [1], random.Random(0))
+
+
+def test_round_robin_rotates_by_the_counter() -> None:
+    rotations = [ids(round_robin((A, B, C), counter)) for counter in range(5)]
+    assert rotations == [[1, 2, 3], [2, 3, 1], [3, 1, 2], [1, 2, 3], [2, 3, 1]]
+    assert round_robin((), 3) == ()
+
+
+def test_least_used_ascends_by_count_with_unknown_as_zero_and_stable_ties() -> None:
+    counts = {"1:m": 4, "2:m": 1, "3:m": 0, "5:m": 1}  # D (4:m) unknown = 0
+    assert ids(least_used(FIVE, counts)) == [3, 4, 2, 5, 1]
+    assert least_used(FIVE, {}) == FIVE
+    keyed = least_used((target(1, "x"), target(1, "y")), {"1:x": 2})
+    assert [execution_key(t) for t in keyed] == ["1:y", "1:x"]
+
+
+def test_cost_ordered_ascends_with_unknown_last_and_stable_ties() -> None:
+    prices = {1: 2.0, 2: None, 3: 0.5, 4: 2.0, 5: None}
+    assert ids(cost_ordered(FIVE, lambda t: prices[t.connection.id])) == [3, 1, 4, 2, 5]
+    assert ids(cost_ordered(FIVE, lambda t: math.nan if t is A else 1.0)) == [2, 3, 4, 5, 1]
+
+
+def test_p2c_score_follows_the_formula() -> None:
+    assert p2c_score(TargetMetrics(90, 200)) == pytest.approx(0.9 + 1 / math.log10(210))
+    assert p2c_score(TargetMetrics(None, None)) == pytest.approx(0.5 + 0.25)
+    assert p2c_score(TargetMetrics(100, 0)) == pytest.approx(1.0 + 0.25)
+    assert p2c_score(None) == pytest.approx(0.75)
+    half_open = TargetMetrics(80, 990, BreakerState.HALF_OPEN)
+    assert p2c_score(half_open) == pytest.approx(0.8 + 1 / math.log10(1000) - 0.25)
+    assert p2c_score(TargetMetrics(100, 1, "open")) == -math.inf
+
+
+def test_p2c_puts_the_better_pick_first_then_the_other_pick_then_the_rest() -> None:
+    # First pick index 3 (D), second pick index int(0.3 * 4) = 1 (B).
+    metrics = {"2:m": TargetMetrics(99, 50), "4:m": TargetMetrics(60, 3000)}
+    assert ids(p2c(FIVE, Scripted([0.7, 0.3]), metrics)) == [2, 4, 1, 3, 5]
+    # Second pick int(0.8 * 4) = 3, at or past the first (3): shifted to 4 (E, unknown: 0.75).
+    assert p2c_score(metrics["4:m"]) > 0.75
+    assert ids(p2c(FIVE, Scripted([0.7, 0.8]), metrics)) == [4, 5, 1, 2, 3]
+
+
+def test_p2c_never_puts_an_open_breaker_first_and_penalises_half_open() -> None:
+    open_b = {"1:m": TargetMetrics(100, 1, BreakerState.OPEN), "2:m": TargetMetrics(0, 1e9)}
+    rng = random.Random(3)
+    assert all(p2c((A, B), rng, open_b)[0] is B for _ in range(50))
+    # Equal metrics but B half-open: the 0.25 penalty puts A first whichever is picked first.
+    half = {"1:m": TargetMetrics(90, 100), "2:m": TargetMetrics(90, 100, BreakerState.HALF_OPEN)}
+    assert p2c((A, B), Scripted([0.9, 0.0]), half)[0] is A
+    assert p2c((A, B), Scripted([0.0, 0.0]), half)[0] is A
+
+
+def test_p2c_tie_keeps_the_first_pick_first() -> None:
+    same = {"1:m": TargetMetrics(80, 100), "3:m": TargetMetrics(80, 100)}
+    assert ids(p2c((A, B, C), Scripted([0.9, 0.0]), same)) == [3, 1, 2]
+    assert ids(p2c((A, B, C), Scripted([0.0, 0.9]), same)) == [1, 3, 2]
+
+
+def test_p2c_with_one_target_draws_nothing() -> None:
+    assert p2c((A,), Scripted([]), {}) == (A,)
+    assert p2c((), Scripted([]), {}) == ()
+
+
+def test_strict_random_deals_every_target_first_once_per_deck_then_refills() -> None:
+    deck, rng = Deck(), random.Random(11)
+    for _ in range(3):
+        firsts = [strict_random(FIVE, deck, rng)[0] for _ in range(5)]
+        assert sorted(ids(firsts)) == [1, 2, 3, 4, 5]
+        assert deck.remaining == ()
+
+
+def test_strict_random_shuffles_the_remainder() -> None:
+    rests = set()
+    for seed in range(100):
+        order = strict_random((A, B, C, D), Deck(), random.Random(seed))
+        rests.add(tuple(ids(order[1:])))
+    assert len(rests) > 6  # not just declared order minus the drawn one (4 such tails)
+
+
+def test_strict_random_resets_the_deck_when_the_target_set_changes() -> None:
+    deck, rng = Deck(), random.Random(8)
+    first = strict_random((A, B, C), deck, rng)[0]
+    assert len(deck.remaining) == 2
+    dropped = next(t for t in (A, B, C) if t is not first)  # still in the old deck
+    swapped = (*(t for t in (A, B, C) if t is not dropped), D)
+    firsts = [strict_random(swapped, deck, rng)[0] for _ in range(3)]
+    assert sorted(ids(firsts)) == sorted(ids(swapped))
+    assert deck.remaining == ()
+
+
+def test_strict_random_with_no_targets_leaves_the_deck_alone() -> None:
+    deck = Deck()
+    strict_random((A, B), deck, random.Random(0))
+    before = deck.remaining
+    assert strict_random((), deck, Scripted([])) == ()
+    assert deck.remaining == before
