@@ -237,7 +237,7 @@ class RelayConsumer(ProxyConsumer):
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
         )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
-        order_targets(context)
+        await order_targets(context, self.store)
         try:
             await self.race_disconnect(self._attempt_and_relay(context, request))
         finally:

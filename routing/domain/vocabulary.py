@@ -82,7 +82,13 @@ class Strategy(StrEnum):
 
 
 # Strategies the attempt loop can run today; the rest are refused with a clear message.
-IMPLEMENTED_STRATEGIES = frozenset({Strategy.PRIORITY, Strategy.QUOTA_SHARE})
+IMPLEMENTED_STRATEGIES = frozenset(
+    {
+        Strategy.PRIORITY, Strategy.FILL_FIRST, Strategy.RANDOM, Strategy.STRICT_RANDOM,
+        Strategy.WEIGHTED, Strategy.ROUND_ROBIN, Strategy.LEAST_USED, Strategy.P2C,
+        Strategy.COST_OPTIMIZED, Strategy.QUOTA_SHARE,
+    }
+)  # fmt: skip
 
 
 class ExclusionReason(StrEnum):

@@ -7,6 +7,7 @@ from routing.attempts import EligibilityFilter, OutcomeRecorder
 from routing.guards.admission import ConcurrencyHolder, RequestQueueHolder
 from routing.guards.attribution import AttributionRecorder
 from routing.guards.breaker import BreakerFilter
+from routing.guards.combo_metrics import ComboMetricsRecorder
 from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
 from routing.guards.lockout import ModelLockoutFilter
@@ -40,4 +41,5 @@ def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
         EgressRecorder(store),
         WindowGateRecorder(store),
         ToolLimitRecorder(store),
+        ComboMetricsRecorder(store),
     )

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 
 import routing.strategies as strategies
 from resilience.domain.quota_share_settings import QuotaShareSettings
+from resilience.store import MemoryStore
 from routing.attempts import AttemptContext
 from routing.domain.config import (
     ComboInfo,
@@ -86,7 +87,7 @@ async def test_a_connection_at_its_cap_is_demoted(gateway: Gateway, acme: Provid
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: bool) -> None:
+async def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: bool) -> None:
     """On, a connection at its cap is left out of the share (no deficit) and ordered last;
     off, it takes part as if it had room."""
     alpha = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", "openai")
@@ -107,7 +108,7 @@ def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: bool) -
     context = AttemptContext("r1", KEY, plan, False, snapshot)
     strategies.quota_share_state.acquire(3, strategies.clock())  # connection 3 at its cap
 
-    strategies.order_targets(context)
+    await strategies.order_targets(context, MemoryStore())
 
     deficits = strategies.quota_share_state.deficits("share")
     assert ("3:m" in deficits) is not enabled

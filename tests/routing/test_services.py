@@ -175,7 +175,7 @@ def test_combo_save_orders_and_replaces_targets(
 
 def test_combo_save_refuses_unimplemented_strategy() -> None:
     with pytest.raises(ValidationError) as caught:
-        combo_save(combo=Combo(), fields={"name": "w", "strategy": Strategy.WEIGHTED})
+        combo_save(combo=Combo(), fields={"name": "w", "strategy": Strategy.FUSION})
     assert "strategy" in caught.value.message_dict
     assert not Combo.objects.exists()
 

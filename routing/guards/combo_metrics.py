@@ -1,0 +1,52 @@
+"""Per-target signals of combos, in the state store: how many requests each target of a combo
+served, how many succeeded, and its latency (an exponentially weighted mean). ``least-used``
+and ``p2c`` read them (``routing.strategies``); single-model requests keep none.
+
+One record per (combo, execution key) for :data:`METRICS_TTL_SECONDS` after its last update.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resilience.store import StateStore
+from routing.attempts import AttemptContext
+from routing.domain.outcomes import Outcome
+from routing.domain.planning import Target
+from routing.domain.quota_share import execution_key
+
+METRICS_TTL_SECONDS = 7 * 24 * 3600.0
+LATENCY_WEIGHT = 0.2  # of the newest sample in the mean
+_PREFIX = "combo-metrics:"
+
+
+def metrics_key(combo: str, target: Target) -> str:
+    return f"{_PREFIX}{combo}:{execution_key(target)}"
+
+
+def updated(current: Any, ok: bool, latency_ms: int) -> dict[str, Any]:
+    """A record with one more request (pure)."""
+    record = current if isinstance(current, dict) else {}
+    count = int(record.get("count", 0)) + 1
+    succeeded = int(record.get("ok", 0)) + (1 if ok else 0)
+    mean = record.get("latency_ms")
+    if ok and latency_ms > 0:
+        mean = latency_ms if mean is None else mean + LATENCY_WEIGHT * (latency_ms - mean)
+    return {"count": count, "ok": succeeded, "latency_ms": mean}
+
+
+class ComboMetricsRecorder:
+    """Counts each attempt of a combo's target, its success and its latency."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
+        combo = context.plan.combo
+        if combo is None:
+            return
+        ok, latency = outcome.ok, outcome.latency_ms
+        await self.store.update(
+            metrics_key(combo, target), lambda current: updated(current, ok, latency),
+            ttl=METRICS_TTL_SECONDS,
+        )  # fmt: skip
