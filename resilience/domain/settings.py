@@ -17,6 +17,7 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
     requestQueue.{autoEnableApiKeyProviders, requestsPerMinute, minTimeBetweenRequestsMs,
                   concurrentRequests, globalConcurrentRequests, maxWaitMs, maxQueueDepth}
     quotaShareConcurrencyLimit.{enabled}
+    comboCooldownWait.{enabled, maxWaitMs, maxAttempts, budgetMs}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -37,10 +38,17 @@ non-empty list of such integers. Its ``maxCooldownMs`` also caps connection cool
 ``executionMaxWaitMs``. ``quotaShareConcurrencyLimit`` (part2 §3.3) resolves to
 ``QuotaShareSettings``.
 
+``comboCooldownWait`` (reference-part2 §4.2, decision 11) resolves to
+``ComboCooldownWaitSettings``: on by default, ``maxWaitMs`` 90 000 (0..300 000), ``maxAttempts``
+5 (0..10), ``budgetMs`` 300 000 (0..300 000, at least ``maxWaitMs``). Its ``enabled`` resolves
+to false when ``maxWaitMs`` or ``maxAttempts`` is 0 (the document then shows false too);
+``should_wait`` in the same module is the pure decision of one wait (§4.3, §4.4).
+
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
 opens (degradationThreshold < failureThreshold), and the cooldown's minimum is at most its
-maximum (for the provider cooldown and the model lockout alike).
+maximum (for the provider cooldown and the model lockout alike), as a combo's cooldown-wait
+budget is at least its longest single wait.
 
 - ``resolve_settings`` reads a stored document leniently and never fails: the reference's
   "toInteger" rule (numbers and numeric strings are truncated and clamped, anything else keeps
@@ -66,6 +74,7 @@ from typing import Any
 
 from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
+from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings, effectively_enabled
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
 from resilience.domain.quota_share_settings import QuotaShareSettings
@@ -153,6 +162,9 @@ class ResilienceSettings:
     stream_recovery: StreamRecoverySettings = field(default_factory=StreamRecoverySettings)
     request_queue: RequestQueueSettings = field(default_factory=RequestQueueSettings)
     quota_share: QuotaShareSettings = field(default_factory=QuotaShareSettings)
+    combo_cooldown_wait: ComboCooldownWaitSettings = field(
+        default_factory=ComboCooldownWaitSettings
+    )
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -232,6 +244,20 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         stream_recovery=_stream_recovery(values),
         request_queue=_request_queue(values),
         quota_share=QuotaShareSettings(enabled=bool(values["quotaShareConcurrencyLimit.enabled"])),
+        combo_cooldown_wait=_combo_cooldown_wait(values),
+    )
+
+
+def _combo_cooldown_wait(values: Mapping[str, Value]) -> ComboCooldownWaitSettings:
+    max_wait_ms = number_of(values, "comboCooldownWait.maxWaitMs")
+    max_attempts = number_of(values, "comboCooldownWait.maxAttempts")
+    return ComboCooldownWaitSettings(
+        enabled=effectively_enabled(
+            bool(values["comboCooldownWait.enabled"]), max_wait_ms, max_attempts
+        ),
+        max_wait_ms=max_wait_ms,
+        max_attempts=max_attempts,
+        budget_ms=number_of(values, "comboCooldownWait.budgetMs"),  # RULES: ≥ maxWaitMs
     )
 
 
@@ -316,6 +342,16 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
         "streamRecovery": _stream_recovery_document(settings.stream_recovery),
         "requestQueue": _request_queue_document(settings.request_queue),
         "quotaShareConcurrencyLimit": {"enabled": settings.quota_share.enabled},
+        "comboCooldownWait": _combo_cooldown_wait_document(settings.combo_cooldown_wait),
+    }
+
+
+def _combo_cooldown_wait_document(wait: ComboCooldownWaitSettings) -> dict[str, Any]:
+    return {
+        "enabled": wait.enabled,
+        "maxWaitMs": wait.max_wait_ms,
+        "maxAttempts": wait.max_attempts,
+        "budgetMs": wait.budget_ms,
     }
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
+from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
 from resilience.domain.quota_share_settings import QuotaShareSettings
@@ -193,6 +194,19 @@ QUOTA_SHARE_FIELDS: dict[str, FieldSpec] = {
     "quotaShareConcurrencyLimit.enabled": FieldSpec(Kind.BOOL, QuotaShareSettings().enabled),
 }
 
+_COMBO_WAIT = ComboCooldownWaitSettings()
+COMBO_WAIT_MAX_MS = 300_000
+# Decision 11. A zero maxWaitMs or maxAttempts turns the wait off (resolved, not refused), and
+# budgetMs is at least maxWaitMs (RULES).
+COMBO_COOLDOWN_WAIT_FIELDS: dict[str, FieldSpec] = {
+    "comboCooldownWait.enabled": FieldSpec(Kind.BOOL, _COMBO_WAIT.enabled),
+    "comboCooldownWait.maxWaitMs": FieldSpec(
+        Kind.INT, _COMBO_WAIT.max_wait_ms, 0, COMBO_WAIT_MAX_MS
+    ),
+    "comboCooldownWait.maxAttempts": FieldSpec(Kind.INT, _COMBO_WAIT.max_attempts, 0, 10),
+    "comboCooldownWait.budgetMs": FieldSpec(Kind.INT, _COMBO_WAIT.budget_ms, 0, COMBO_WAIT_MAX_MS),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -209,6 +223,7 @@ SCHEMA: dict[str, FieldSpec] = {
     **STREAM_RECOVERY_FIELDS,
     **REQUEST_QUEUE_FIELDS,
     **QUOTA_SHARE_FIELDS,
+    **COMBO_COOLDOWN_WAIT_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.
@@ -228,4 +243,5 @@ RULES: tuple[Rule, ...] = (
     ),
     AtMostRule("providerCooldown.minRetryCooldownMs", "providerCooldown.maxRetryCooldownMs"),
     AtMostRule("modelLockout.baseCooldownMs", "modelLockout.maxCooldownMs"),
+    AtMostRule("comboCooldownWait.maxWaitMs", "comboCooldownWait.budgetMs"),
 )
