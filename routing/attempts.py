@@ -36,6 +36,8 @@ from resilience.domain.breaker import Permit
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
+from routing.attempt_limits import limits_for
+from routing.cooldown_wait import cooldown_wait
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
@@ -54,7 +56,7 @@ from routing.seams import (
     release_all,
 )
 from routing.streams import SLOW_FIRST_TOKEN
-from routing.upstream import NO_LIMITS, AttemptLimits, Forwarded, Upstream, UpstreamReply
+from routing.upstream import Forwarded, Upstream, UpstreamReply
 
 __all__ = [  # the seams' types are re-exported for the guards that implement them
     "AttemptContext", "AttemptLoop", "AttemptResult", "EligibilityFilter", "Exclusion",
@@ -95,6 +97,9 @@ class AttemptContext:
     forwarded: Forwarded = ()  # client headers the endpoint passes upstream
     tools: int = 0  # how many tools the request declares
     fallback: str | None = None  # the emergency fallback model, once it was tried
+    waits: int = 0  # cooldown-aware waits done (routing.cooldown_wait)
+    waited_ms: float = 0.0
+    pass_start: int = 0  # where the current pass's attempts begin
     on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
@@ -125,21 +130,6 @@ class AttemptContext:
         return self.deadline_hit
 
 
-def limits_for(target: Target, context: AttemptContext) -> tuple[AttemptLimits, float]:
-    """A stream attempt's limits and its time-to-first-token limit in seconds: the model's
-    catalog entry, else the combo's or the global attempt settings. A plain answer has no
-    first token: it keeps the transport's read timeout (``OMNIROUTE_UPSTREAM_READ_TIMEOUT``)."""
-    if not context.stream:  # bounded by the transport's read timeout and the deadline
-        return NO_LIMITS, math.inf
-    policy = context.policy
-    entry = context.snapshot.catalog_entry(target.provider.slug, target.model)
-    idle_ms = (entry and entry.stream_idle_ms) or policy.stream_idle_ms
-    watchdog = context.snapshot.stream_recovery.watchdog
-    first_token_ms = (entry and entry.time_to_first_token_ms) or policy.time_to_first_token_ms
-    limits = AttemptLimits(idle_ms / 1000, watchdog if watchdog.enabled else None)
-    return limits, first_token_ms / 1000
-
-
 @dataclass(slots=True)
 class AttemptResult:
     """The winning target and its reply, or ``None`` when every target failed or was skipped."""
@@ -167,7 +157,22 @@ class AttemptLoop:
 
     async def run(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Try the plan's targets in order, each as the attempt policy says, until one succeeds,
-        the policy stops, or the request's deadline runs out."""
+        the policy stops, or the request's deadline runs out; when every target was excluded
+        by a timer worth waiting for, wait it out and try again (``routing.cooldown_wait``)."""
+        while True:
+            context.pass_start = len(context.attempts)
+            result = await self._pass(context, payload)
+            if result.reply is not None or context.stopped or context.out_of_time():
+                return result
+            wait = cooldown_wait(context)
+            if wait is None:
+                break
+            await pause(wait)
+            context.exclusions.clear()  # the next pass explains itself
+        return await self._fallback(context, payload)
+
+    async def _pass(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
+        """One pass over the plan: its targets, then a retry of the last or a panic attempt."""
         last: Target | None = None
         targets = context.plan.targets
         for index, target in enumerate(targets):
@@ -180,12 +185,8 @@ class AttemptLoop:
                 return result
             last = target
         if last is not None:
-            result = await self._retry(last, context, payload)
-        else:
-            result = await self._panic(context, payload)
-        if result.reply is None and not context.stopped:
-            return await self._fallback(context, payload)
-        return result
+            return await self._retry(last, context, payload)
+        return await self._panic(context, payload)
 
     async def _try_target(
         self, target: Target, context: AttemptContext, payload: dict[str, object], others: bool

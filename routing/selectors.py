@@ -245,6 +245,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         emergency_fallback=emergency_fallback_current(),
         request_queue=settings.request_queue,
         quota_share=settings.quota_share,
+        combo_cooldown_wait=settings.combo_cooldown_wait,
     )
 
 

@@ -14,6 +14,7 @@ from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.breaker import BreakerPolicy
 from resilience.domain.classifier import CooldownProfile
+from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.quota_share_settings import QuotaShareSettings
@@ -171,6 +172,9 @@ class ConfigSnapshot:
     emergency_fallback: dict[str, str] = field(default_factory=dict)  # by wire format
     request_queue: RequestQueueSettings = field(default_factory=RequestQueueSettings)
     quota_share: QuotaShareSettings = field(default_factory=QuotaShareSettings)
+    combo_cooldown_wait: ComboCooldownWaitSettings = field(
+        default_factory=ComboCooldownWaitSettings
+    )
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

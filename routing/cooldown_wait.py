@@ -1,0 +1,69 @@
+"""The combo cooldown-aware wait (reference-part2 §4; spec decisions 11 and 20, step 3): when a
+pass over a combo's plan ended with every target behind a timer (excluded by one, or failed
+setting one), wait for the one that ends first and try again, instead of answering 429 or 503
+at once. A single model keeps only the attempt policy's wait for a short ``Retry-After``.
+
+Decision 20 waits for upstream-hinted timers only. The timer's class stands for the reason
+§4.3 judges: an upstream hint (``Retry-After``, reset headers) is ``rate_limit`` (waited for);
+a quota timer is ``quota_exhausted`` (never: its reset is hours away). Self-set timers are the
+panic attempt's (decision 15), an open breaker answers 503 ``provider_circuit_open`` or joins
+``all_targets_cooling_down``, and operator and terminal timers are never waited for: the
+shortest timer of another class means no wait. The wait is the
+timer's remainder plus :data:`MARGIN_MS`, within ``comboCooldownWait`` (``maxWaitMs`` per wait,
+``maxAttempts`` waits, ``budgetMs`` in all) and the request's deadline.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from resilience.domain.attribution import TimerClass
+from resilience.domain.combo_cooldown_wait import should_wait
+
+if TYPE_CHECKING:
+    from routing.attempts import AttemptContext
+
+MARGIN_MS = 50
+REASON_OF_TIMER = {TimerClass.HINTED: "rate_limit", TimerClass.QUOTA: "quota_exhausted"}
+
+
+def cooldown_wait(context: AttemptContext) -> float | None:
+    """Seconds to wait before another pass, or ``None``: no wait (a target is free of timers,
+    no timer is worth waiting for, or the settings, the budget or the deadline say no)."""
+    settings = context.snapshot.combo_cooldown_wait
+    if not settings.enabled or context.plan.combo is None:  # a single model: the attempt
+        return None  # policy's short Retry-After wait is its only one
+    timers = _timers(context)
+    if timers is None:
+        return None
+    seconds, timer = min(timers)
+    reason = REASON_OF_TIMER.get(timer)
+    wait_ms = seconds * 1000 + MARGIN_MS
+    budget_left_ms = min(settings.budget_ms - context.waited_ms, context.remaining() * 1000)
+    granted, coerced = should_wait(reason, wait_ms, context.waits, budget_left_ms, settings)
+    if not granted:
+        return None
+    context.waits += 1
+    context.waited_ms += coerced
+    return coerced / 1000
+
+
+def _timers(context: AttemptContext) -> list[tuple[float, TimerClass]] | None:
+    """Each target's timer as the last pass left it (excluded by one, or failed setting one);
+    ``None`` when some target has none."""
+    excluded = {(e.target.connection.id, e.target.model): e for e in context.exclusions}
+    tried = {(t.connection.id, t.model) for t, _ in context.attempts[context.pass_start :]}
+    timers: list[tuple[float, TimerClass]] = []
+    for target in context.plan.targets:
+        pair = (target.connection.id, target.model)
+        exclusion = excluded.get(pair)
+        if exclusion is not None and exclusion.retry_after_seconds:
+            timers.append((exclusion.retry_after_seconds, TimerClass(exclusion.timer)))
+            continue
+        verdict = context.verdict(target) if pair in tried else None
+        attribution = verdict.attribution if verdict is not None else None
+        length_ms = verdict and (verdict.hint_ms or (attribution and attribution.lock_ms))
+        if attribution is None or attribution.timer is None or not length_ms:
+            return None
+        timers.append((length_ms / 1000, attribution.timer))
+    return timers or None
