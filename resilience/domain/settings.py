@@ -74,7 +74,7 @@ from typing import Any
 
 from resilience.domain.attempt_policy import AttemptPolicy
 from resilience.domain.availability import AvailabilitySettings
-from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings, effectively_enabled
+from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings
 from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
 from resilience.domain.quota_share_settings import QuotaShareSettings
@@ -103,7 +103,15 @@ from resilience.domain.settings_schema import ROOT_FIELD as ROOT_FIELD
 from resilience.domain.settings_schema import RULES as RULES
 from resilience.domain.settings_schema import SCHEMA as SCHEMA
 from resilience.domain.settings_schema import SECTIONS as SECTIONS
-from resilience.domain.stream_recovery import StreamRecoverySettings, WatchdogSettings
+from resilience.domain.settings_sections import (
+    combo_cooldown_wait,
+    combo_cooldown_wait_document,
+    request_queue,
+    request_queue_document,
+    stream_recovery,
+    stream_recovery_document,
+)
+from resilience.domain.stream_recovery import StreamRecoverySettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,50 +249,10 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             time_to_first_token_ms=number_of(values, "attempts.timeToFirstTokenMs"),
             stream_idle_ms=number_of(values, "attempts.streamIdleMs"),
         ),
-        stream_recovery=_stream_recovery(values),
-        request_queue=_request_queue(values),
+        stream_recovery=stream_recovery(values),
+        request_queue=request_queue(values),
         quota_share=QuotaShareSettings(enabled=bool(values["quotaShareConcurrencyLimit.enabled"])),
-        combo_cooldown_wait=_combo_cooldown_wait(values),
-    )
-
-
-def _combo_cooldown_wait(values: Mapping[str, Value]) -> ComboCooldownWaitSettings:
-    max_wait_ms = number_of(values, "comboCooldownWait.maxWaitMs")
-    max_attempts = number_of(values, "comboCooldownWait.maxAttempts")
-    return ComboCooldownWaitSettings(
-        enabled=effectively_enabled(
-            bool(values["comboCooldownWait.enabled"]), max_wait_ms, max_attempts
-        ),
-        max_wait_ms=max_wait_ms,
-        max_attempts=max_attempts,
-        budget_ms=number_of(values, "comboCooldownWait.budgetMs"),  # RULES: ≥ maxWaitMs
-    )
-
-
-def _request_queue(values: Mapping[str, Value]) -> RequestQueueSettings:
-    return RequestQueueSettings(
-        auto_enable_api_key_providers=bool(values["requestQueue.autoEnableApiKeyProviders"]),
-        requests_per_minute=number_of(values, "requestQueue.requestsPerMinute"),
-        min_time_between_requests_ms=number_of(values, "requestQueue.minTimeBetweenRequestsMs"),
-        concurrent_requests=number_of(values, "requestQueue.concurrentRequests"),
-        global_concurrent_requests=number_of(values, "requestQueue.globalConcurrentRequests"),
-        max_wait_ms=number_of(values, "requestQueue.maxWaitMs"),
-        max_queue_depth=number_of(values, "requestQueue.maxQueueDepth"),
-    )
-
-
-def _stream_recovery(values: Mapping[str, Value]) -> StreamRecoverySettings:
-    watchdog = "streamRecovery.throughputWatchdog"
-    return StreamRecoverySettings(
-        enabled=bool(values["streamRecovery.enabled"]),
-        continue_mid_stream=bool(values["streamRecovery.continueMidStream"]),
-        watchdog=WatchdogSettings(
-            enabled=bool(values[f"{watchdog}.enabled"]),
-            warmup_ms=number_of(values, f"{watchdog}.warmupMs"),
-            window_ms=number_of(values, f"{watchdog}.windowMs"),
-            min_useful_bytes_per_second=number_of(values, f"{watchdog}.minUsefulBytesPerSecond"),
-            min_useful_bytes=number_of(values, f"{watchdog}.minUsefulBytes"),
-        ),
+        combo_cooldown_wait=combo_cooldown_wait(values),
     )
 
 
@@ -339,46 +307,10 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "timeToFirstTokenMs": settings.attempts.time_to_first_token_ms,
             "streamIdleMs": settings.attempts.stream_idle_ms,
         },
-        "streamRecovery": _stream_recovery_document(settings.stream_recovery),
-        "requestQueue": _request_queue_document(settings.request_queue),
+        "streamRecovery": stream_recovery_document(settings.stream_recovery),
+        "requestQueue": request_queue_document(settings.request_queue),
         "quotaShareConcurrencyLimit": {"enabled": settings.quota_share.enabled},
-        "comboCooldownWait": _combo_cooldown_wait_document(settings.combo_cooldown_wait),
-    }
-
-
-def _combo_cooldown_wait_document(wait: ComboCooldownWaitSettings) -> dict[str, Any]:
-    return {
-        "enabled": wait.enabled,
-        "maxWaitMs": wait.max_wait_ms,
-        "maxAttempts": wait.max_attempts,
-        "budgetMs": wait.budget_ms,
-    }
-
-
-def _request_queue_document(queue: RequestQueueSettings) -> dict[str, Any]:
-    return {
-        "autoEnableApiKeyProviders": queue.auto_enable_api_key_providers,
-        "requestsPerMinute": queue.requests_per_minute,
-        "minTimeBetweenRequestsMs": queue.min_time_between_requests_ms,
-        "concurrentRequests": queue.concurrent_requests,
-        "globalConcurrentRequests": queue.global_concurrent_requests,
-        "maxWaitMs": queue.max_wait_ms,
-        "maxQueueDepth": queue.max_queue_depth,
-    }
-
-
-def _stream_recovery_document(recovery: StreamRecoverySettings) -> dict[str, Any]:
-    watchdog = recovery.watchdog
-    return {
-        "enabled": recovery.enabled,
-        "continueMidStream": recovery.continue_mid_stream,
-        "throughputWatchdog": {
-            "enabled": watchdog.enabled,
-            "warmupMs": watchdog.warmup_ms,
-            "windowMs": watchdog.window_ms,
-            "minUsefulBytesPerSecond": watchdog.min_useful_bytes_per_second,
-            "minUsefulBytes": watchdog.min_useful_bytes,
-        },
+        "comboCooldownWait": combo_cooldown_wait_document(settings.combo_cooldown_wait),
     }
 
 
