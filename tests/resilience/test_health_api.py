@@ -26,6 +26,14 @@ PAYLOAD_KEYS = {
 }  # fmt: skip
 
 
+def payload_keys(payload: dict[str, object]) -> set[str]:
+    """The full payload's keys; with ``reason`` exactly while the store is degraded (a Redis
+    call past its timeout on a loaded machine degrades it for a second)."""
+    store = payload["store"]
+    degraded = isinstance(store, dict) and store.get("degraded")
+    return PAYLOAD_KEYS | ({"reason"} if degraded else set())
+
+
 def states(store: StateStore) -> dict[str, str]:
     breakers = async_to_sync(breaker_list)(store=store)
     return {name: breaker.state.value for name, breaker in breakers.items()}
@@ -70,7 +78,7 @@ def test_manage_key_gets_every_breaker(
 
     assert response.status_code == 200
     payload = response.json()
-    assert set(payload) == PAYLOAD_KEYS
+    assert set(payload) == payload_keys(payload)
     assert payload["status"] == "degraded"
     assert payload["windowGate"] == {"enabled": False}
     anthropic, openai = payload["providerBreakers"]
@@ -94,7 +102,7 @@ def test_staff_session_gets_the_full_payload(
 
     payload = staff_client.get(HEALTH).json()
 
-    assert set(payload) == PAYLOAD_KEYS
+    assert set(payload) == payload_keys(payload)
     assert [b["name"] for b in payload["providerBreakers"]] == ["openai"]
 
 
