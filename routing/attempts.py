@@ -53,6 +53,7 @@ from routing.seams import (
     OutcomeRecorder,
     Restater,
     execution_limit,
+    keep_local,
     release_all,
 )
 from routing.streams import SLOW_FIRST_TOKEN
@@ -262,8 +263,7 @@ class AttemptLoop:
                     holds.append(await holder.acquire(target, context))
         except HoldRefused as refused:
             await release_all(holds)
-            context.attempts.append((target, refused.outcome()))
-            context.verdicts.pop((target.connection.id, target.model), None)  # not its health
+            keep_local(target, refused.outcome(), context)
             return None
         except TimeoutError:
             await release_all(holds)
@@ -302,8 +302,7 @@ class AttemptLoop:
                 return AttemptResult()
             outcome, reply = Outcome(OutcomeKind.TIMEOUT, detail=SLOW_FIRST_TOKEN), None
         if outcome.kind is OutcomeKind.LOCAL:  # the execution limit: the gateway's, not its
-            context.attempts.append((target, outcome))
-            context.verdicts.pop((target.connection.id, target.model), None)
+            keep_local(target, outcome, context)
             return AttemptResult()
         try:
             if self.restate is not None:

@@ -218,8 +218,6 @@ class RelayConsumer(ProxyConsumer):
     """One client API, as its :class:`Endpoint` declares it: parse, plan on the targets that
     speak its wire format, run the attempt loop, relay the answer (streaming or not)."""
 
-    endpoint: Endpoint = CHAT_COMPLETIONS
-
     def __init__(self, *args: Any, endpoint: Endpoint | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if endpoint is not None:
@@ -315,9 +313,7 @@ class RelayConsumer(ProxyConsumer):
 
 
 class ChatCompletionsConsumer(RelayConsumer):
-    """``POST /v1/chat/completions``, streaming and not."""
-
-    endpoint = CHAT_COMPLETIONS
+    """``POST /v1/chat/completions``, streaming and not (the relay consumer's default)."""
 
 
 class ModelsConsumer(ProxyConsumer):

@@ -8,9 +8,9 @@ Decision 20 waits for upstream-hinted timers only. The timer's class stands for 
 a quota timer is ``quota_exhausted`` (never: its reset is hours away). Self-set timers are the
 panic attempt's (decision 15), an open breaker answers 503 ``provider_circuit_open`` or joins
 ``all_targets_cooling_down``, and operator and terminal timers are never waited for: the
-shortest timer of another class means no wait. The wait is the
-timer's remainder plus :data:`MARGIN_MS`, within ``comboCooldownWait`` (``maxWaitMs`` per wait,
-``maxAttempts`` waits, ``budgetMs`` in all) and the request's deadline.
+shortest timer of another class means no wait. The wait is the timer's remainder plus
+:data:`MARGIN_MS`, within ``comboCooldownWait`` (``maxWaitMs`` per wait, ``maxAttempts`` waits,
+``budgetMs`` in all) and the request's deadline.
 """
 
 from __future__ import annotations

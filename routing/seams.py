@@ -106,3 +106,10 @@ def execution_limit(holds: Sequence[Held]) -> float | None:
     """The tightest execution bound the holds set."""
     limits = [h.execution_seconds for h in holds if h.execution_seconds is not None]
     return min(limits) if limits else None
+
+
+def keep_local(target: Target, outcome: Outcome, context: AttemptContext) -> None:
+    """Keep a local gate's outcome, never recorded: it says nothing of the target's health,
+    so the target's last verdict no longer decides what the loop does next."""
+    context.attempts.append((target, outcome))
+    context.verdicts.pop((target.connection.id, target.model), None)

@@ -64,7 +64,10 @@ class GateStats:
 
 
 class Hold:
-    """Slots held on some gates; ``release`` is idempotent."""
+    """Slots held on some gates; ``release`` is idempotent. (A gate bounds no execution time:
+    ``execution_seconds`` is for the attempt loop's holder protocol.)"""
+
+    execution_seconds: float | None = None
 
     def __init__(self, gates: Gates | None, caps: dict[str, int], holder: str) -> None:
         self._gates, self._caps, self._holder = gates, caps, holder

@@ -36,10 +36,12 @@ class _Waiter:
 
 
 class LimiterHold:
-    """A started request; ``release`` is idempotent."""
+    """A started request; ``release`` is idempotent. ``execution_seconds`` bounds the time from
+    its dispatch to the upstream's response headers, when the caller sets one."""
 
-    def __init__(self, limiter: Limiter) -> None:
+    def __init__(self, limiter: Limiter, execution_seconds: float | None = None) -> None:
         self._limiter: Limiter | None = limiter
+        self.execution_seconds = execution_seconds
 
     async def release(self) -> None:
         limiter, self._limiter = self._limiter, None
@@ -71,7 +73,7 @@ class Limiter:
             self.policy = policy
             self._wake()
 
-    async def schedule(self) -> LimiterHold:
+    async def schedule(self, execution_seconds: float | None = None) -> LimiterHold:
         """Wait for this request's turn, then start it."""
         waiter = _Waiter()
         self._queue.append(waiter)
@@ -82,7 +84,7 @@ class Limiter:
                 if delay == 0:
                     self._start()
                     started = True
-                    return LimiterHold(self)
+                    return LimiterHold(self, execution_seconds)
                 waiter.woken.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(None if math.isinf(delay) else delay):

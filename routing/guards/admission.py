@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import logging
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from resilience.domain.request_queue import RequestQueueSettings
 from resilience.store import StateStore
-from routing.admission.gates import QUEUE_FULL, GateRefused, Gates, Hold, Requirement
-from routing.admission.limiter import Limiter, LimiterHold, LimiterPolicy
+from routing.admission.gates import NO_HOLD, QUEUE_FULL, GateRefused, Gates, Requirement
+from routing.admission.limiter import Limiter, LimiterPolicy
 from routing.attempts import AttemptContext
 from routing.domain.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FULL
 from routing.domain.admission import check_queue_admission
@@ -40,18 +39,6 @@ logger = logging.getLogger(__name__)
 SEMAPHORE_WAIT_SECONDS = 30.0  # reference-part2 §3.4's default timeout
 SEMAPHORE_MAX_QUEUE = 20  # and its default queue size
 GLOBAL_GATE = "global"
-
-
-class _Free:
-    """Nothing held."""
-
-    execution_seconds = None
-
-    async def release(self) -> None:
-        return None
-
-
-FREE = _Free()
 
 
 def connection_gate(connection_id: int) -> str:
@@ -78,15 +65,6 @@ def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requi
     ]
 
 
-@dataclass(slots=True)
-class _GateHold:
-    hold: Hold
-    execution_seconds: float | None = None
-
-    async def release(self) -> None:
-        await self.hold.release()
-
-
 class ConcurrencyHolder:
     """Holds a slot on each of the target's capped gates while the attempt runs."""
 
@@ -96,10 +74,8 @@ class ConcurrencyHolder:
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         items = gate_requirements(target, context.snapshot.request_queue)
-        if not any(cap for _, cap in items):
-            return FREE
         try:
-            hold = await self.gates.acquire(
+            return await self.gates.acquire(
                 items, holder=f"{context.request_id}:{len(context.attempts)}",
                 wait_seconds=SEMAPHORE_WAIT_SECONDS, max_queue=SEMAPHORE_MAX_QUEUE,
             )  # fmt: skip
@@ -109,10 +85,9 @@ class ConcurrencyHolder:
                     "request %s: quota-share proceeds without a slot (%s on %s)",
                     context.request_id, refused.code, refused.key,
                 )  # fmt: skip
-                return FREE
+                return NO_HOLD
             status = 429 if refused.code == QUEUE_FULL else 503
             raise HoldRefused(status, refused.code, refused.message, retry_after=1) from None
-        return _GateHold(hold)
 
 
 def _fails_open(context: AttemptContext) -> bool:
@@ -139,15 +114,6 @@ def queued_connection(target: Target, queue: RequestQueueSettings) -> bool:
     )
 
 
-@dataclass(slots=True)
-class _QueueHold:
-    hold: LimiterHold
-    execution_seconds: float | None
-
-    async def release(self) -> None:
-        await self.hold.release()
-
-
 class RequestQueueHolder:
     """The local request queue of each protected connection (one limiter per process)."""
 
@@ -158,7 +124,7 @@ class RequestQueueHolder:
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         queue = context.snapshot.request_queue
         if not queued_connection(target, queue):
-            return FREE
+            return NO_HOLD
         key = f"{target.provider.slug}:{target.connection.id}"
         policy = queue_policy(target, queue)
         limiter = self.limiters.get(key)
@@ -169,9 +135,8 @@ class RequestQueueHolder:
         refusal = check_queue_admission(limiter.queued, queue.max_queue_depth, target.label)
         if refusal is not None:
             raise HoldRefused(429, RATE_LIMIT_QUEUE_FULL, refusal, retry_after=1)
-        hold = await limiter.schedule()
         max_wait_ms = target.connection.overrides.max_wait_ms or queue.max_wait_ms
-        return _QueueHold(hold, max_wait_ms / 1000)
+        return await limiter.schedule(execution_seconds=max_wait_ms / 1000)
 
     def stats(self) -> dict[str, tuple[int, int]]:
         """Running and queued requests per limiter."""
