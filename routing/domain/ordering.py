@@ -12,7 +12,9 @@ metrics, a strict-random deck) is the caller's state, passed in:
 * ``least_used`` - least-used (item 8): ascending request count per execution key;
 * ``cost_ordered`` - cost-optimized (item 9): ascending input price, unknown last;
 * ``p2c`` - p2c (item 6): the better of two random picks first, then the other pick;
-* ``strict_random`` - strict-random (item 13): a deck per combo drawn without replacement.
+* ``strict_random`` - strict-random (item 13): a deck per combo drawn without replacement;
+* ``last_known_good`` - lkgp (item 15): the last target that served the combo first;
+* ``context_optimized`` - context-optimized (item 16): descending by context window.
 
 Randomness comes from an injected ``rng`` (a ``random.Random`` or anything with ``random()``
 returning a float in [0, 1)); only ``rng.random()`` is called, and a random index below ``n``
@@ -40,9 +42,11 @@ __all__ = [
     "Deck",
     "RandomSource",
     "TargetMetrics",
+    "context_optimized",
     "cost_ordered",
     "declared",
     "execution_key",
+    "last_known_good",
     "least_used",
     "p2c",
     "p2c_score",
@@ -253,3 +257,44 @@ def strict_random(targets: Sequence[Target], deck: Deck, rng: RandomSource) -> t
     rest = [t for i, t in enumerate(targets) if i != drawn]
     _fisher_yates(rest, rng)
     return (targets[drawn], *rest)
+
+
+def last_known_good(
+    targets: Sequence[Target], provider: str | None, connection_id: int | None
+) -> tuple[Target, ...]:
+    """Lkgp: move the combo's last-known-good target to the front, the rest unchanged.
+
+    ``provider`` (a provider slug) and ``connection_id`` are what the caller remembers of the
+    last success. The target on that provider and connection moves; failing that (the
+    connection is gone, or only the provider is known), the first target of that provider, or
+    whose model is named ``<provider>/...``. No match, or no provider: the order is unchanged.
+    """
+    if provider is None:
+        return tuple(targets)
+    of_provider = [
+        i
+        for i, t in enumerate(targets)
+        if t.provider.slug == provider or t.model.startswith(f"{provider}/")
+    ]
+    if not of_provider:
+        return tuple(targets)
+    exact = [
+        i
+        for i in of_provider
+        if targets[i].provider.slug == provider and targets[i].connection.id == connection_id
+    ]
+    found = (exact or of_provider)[0]
+    return (targets[found], *targets[:found], *targets[found + 1 :])
+
+
+def context_optimized(
+    targets: Sequence[Target], context_window: Callable[[Target], int | None]
+) -> tuple[Target, ...]:
+    """Context-optimized: descending by ``context_window(target)``, the model's context window
+    in tokens (unknown, ``None``, sorts as 0); stable. When no target's window is known, the
+    declared order is kept."""
+    windows = [context_window(t) for t in targets]
+    if all(w is None for w in windows):
+        return tuple(targets)
+    order = sorted(range(len(targets)), key=lambda i: -(windows[i] or 0))
+    return tuple(targets[i] for i in order)

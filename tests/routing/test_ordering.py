@@ -1,5 +1,6 @@
 """The pure orderings of the simple combo strategies (reference-part2 §7.2): declared, random,
-weighted, round-robin, least-used, cost-optimized, p2c and strict-random."""
+weighted, round-robin, least-used, cost-optimized, p2c, strict-random, lkgp and
+context-optimized."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from routing.domain.config import ConnectionInfo, ProviderInfo
 from routing.domain.ordering import (
     Deck,
     TargetMetrics,
+    context_optimized,
     cost_ordered,
     declared,
     execution_key,
+    last_known_good,
     least_used,
     p2c,
     p2c_score,
@@ -72,6 +75,8 @@ ORDERINGS: dict[str, Callable[[list[Target]], tuple[Target, ...]]] = {
     "cost_ordered": lambda ts: cost_ordered(ts, lambda t: [3.0, None, 1.0, 3.0, 0.5][t.step]),
     "p2c": lambda ts: p2c(ts, random.Random(7), {"1:m": TargetMetrics(90, 200)}),
     "strict_random": lambda ts: strict_random(ts, Deck(), random.Random(7)),
+    "last_known_good": lambda ts: last_known_good(ts, "alpha", 4),
+    "context_optimized": lambda ts: context_optimized(ts, lambda t: [None, 8, 0, 32, 8][t.step]),
 }
 
 
@@ -230,3 +235,67 @@ def test_strict_random_with_no_targets_leaves_the_deck_alone() -> None:
     before = deck.remaining
     assert strict_random((), deck, Scripted([])) == ()
     assert deck.remaining == before
+
+
+BETA = ProviderInfo("beta", "Beta", "api_key", "https://beta.test/v1", WireFormat.OPENAI)
+
+
+def beta(connection_id: int, model: str = "m") -> Target:
+    connection = ConnectionInfo(
+        id=connection_id,
+        provider="beta",
+        name=f"beta-{connection_id}",
+        priority=connection_id,
+        base_url="https://beta.test/v1",
+        auth_type="api_key",
+    )
+    return Target(BETA, connection, model)
+
+
+B2, B3 = beta(2), beta(3)
+MIXED_PROVIDERS = (A, B2, B3, D)  # alpha-1, beta-2, beta-3, alpha-4
+
+
+def labels(targets: Sequence[Target]) -> list[str]:
+    return [f"{t.provider.slug}-{t.connection.id}" for t in targets]
+
+
+@pytest.mark.parametrize(
+    ("provider", "connection_id", "first"),
+    [
+        ("beta", 3, "beta-3"),  # provider and connection: that very target
+        ("beta", 99, "beta-2"),  # the connection is gone: the provider's first target
+        ("beta", None, "beta-2"),
+        ("beta", 1, "beta-2"),  # connection 1 is alpha's: only the provider matches
+        ("alpha", 4, "alpha-4"),
+    ],
+)
+def test_last_known_good_moves_the_best_match_to_the_front(
+    provider: str, connection_id: int | None, first: str
+) -> None:
+    ordered = last_known_good(MIXED_PROVIDERS, provider, connection_id)
+    rest = [label for label in labels(MIXED_PROVIDERS) if label != first]
+    assert labels(ordered) == [first, *rest]
+
+
+def test_last_known_good_matches_a_model_named_after_the_provider() -> None:
+    routed = target(9, model="gamma/large")
+    assert last_known_good((A, B2, routed), "gamma", 5) == (routed, A, B2)
+
+
+@pytest.mark.parametrize(("provider", "connection_id"), [("delta", 1), (None, 3), (None, None)])
+def test_last_known_good_without_a_match_keeps_the_order(
+    provider: str | None, connection_id: int | None
+) -> None:
+    assert last_known_good(MIXED_PROVIDERS, provider, connection_id) == MIXED_PROVIDERS
+
+
+def test_context_optimized_descends_by_window_with_unknown_as_zero_and_stable_ties() -> None:
+    windows = {1: 128_000, 2: None, 3: 200_000, 4: 128_000, 5: 8_000}
+    assert ids(context_optimized(FIVE, lambda t: windows[t.connection.id])) == [3, 1, 4, 5, 2]
+    zero_first = {1: None, 2: 0, 3: 1_000}
+    assert ids(context_optimized((A, B, C), lambda t: zero_first[t.connection.id])) == [3, 1, 2]
+
+
+def test_context_optimized_with_no_known_window_keeps_the_order() -> None:
+    assert context_optimized((C, A, B), lambda t: None) == (C, A, B)

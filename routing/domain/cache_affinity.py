@@ -1,0 +1,120 @@
+"""Cache-optimized routing (pure, reference-part2 §7.2 item 17): requests that share a prompt
+prefix go to the same account, where the upstream's prompt cache already holds that prefix.
+
+* ``prompt_cache_key`` - the request's cache key: the client's explicit ``prompt_cache_key``
+  (at the root or in ``metadata``), else a hash of the reusable prompt prefix (the system part
+  and every conversation item before the last one), else None: a request with nothing reusable
+  (only a first user turn) has no affinity;
+* ``rendezvous`` - rendezvous (highest random weight) hashing of the targets for that key: each
+  target's score is the first 128 bits of SHA-256(key, 0x00, identity), highest first. The same
+  key always puts the same account first, and removing one account moves only the keys that
+  preferred it;
+* ``target_identity`` - what a target is hashed as: its connection, or its execution key when
+  the plan holds several models on that connection.
+
+The strategy owns its ordering: it outranks session stickiness (the caller applies no pin).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from routing.domain.planning import Target
+from routing.domain.quota_share import execution_key
+
+__all__ = ["MAX_PROMPT_CACHE_KEY_CHARS", "prompt_cache_key", "rendezvous", "target_identity"]
+
+MAX_PROMPT_CACHE_KEY_CHARS = 4096  # a longer explicit key is ignored
+_SCORE_BYTES = 16  # 128 bits of the digest
+
+# The parts of a request that form its reusable prefix: the system prompt of a Messages
+# payload, the instructions of a Responses payload (Chat Completions carries its system
+# messages inside ``messages``), then the conversation items in order.
+_SYSTEM_FIELDS = ("system", "instructions")
+_ITEM_FIELDS = ("messages", "input")
+
+
+def prompt_cache_key(payload: Mapping[str, Any]) -> str | None:
+    """The request's cache key: an explicit ``prompt_cache_key`` (root first, then
+    ``metadata``; a non-empty string of at most 4096 characters, anything else is ignored),
+    else the SHA-256 hex digest of the canonical JSON of its reusable prefix, else None.
+
+    The prefix is the system part (``system`` of a Messages payload, ``instructions`` of a
+    Responses payload) plus every ``messages`` / ``input`` item before the last one (a string
+    ``input`` is a single turn: no items). So a conversation keeps its key while only its
+    newest turn changes, and a lone first user turn has none.
+    """
+    explicit = _explicit_key(payload)
+    if explicit is not None:
+        return explicit
+    prefix = _reusable_prefix(payload)
+    if prefix is None:
+        return None
+    try:
+        canonical = json.dumps(
+            prefix, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+        )
+    except (ValueError, RecursionError):  # a circular or absurdly deep structure: no affinity
+        return None
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def rendezvous(
+    targets: Sequence[Target], key: str, identity: Callable[[Target], str]
+) -> tuple[Target, ...]:
+    """Cache-optimized: the targets by descending rendezvous score for ``key``, the integer
+    value (big-endian) of the first 16 bytes of SHA-256(key ‖ 0x00 ‖ identity(target)), both
+    UTF-8; ties by identity (lexical), then declared order."""
+    identities = [identity(t) for t in targets]
+    scores = [_score(key, name) for name in identities]
+    order = sorted(range(len(targets)), key=lambda i: (-scores[i], identities[i], i))
+    return tuple(targets[i] for i in order)
+
+
+def target_identity(target: Target, targets: Sequence[Target]) -> str:
+    """What ``rendezvous`` hashes ``target`` as: ``connection:<id>``, or
+    ``execution:<connection id>:<model>`` when another of ``targets`` uses the same
+    connection (so that the models of one account still spread between themselves)."""
+    same = sum(1 for t in targets if t.connection.id == target.connection.id)
+    if same > 1:
+        return f"execution:{execution_key(target)}"
+    return f"connection:{target.connection.id}"
+
+
+def _score(key: str, identity: str) -> int:
+    digest = hashlib.sha256(key.encode() + b"\x00" + identity.encode()).digest()
+    return int.from_bytes(digest[:_SCORE_BYTES], "big")
+
+
+def _explicit_key(payload: Mapping[str, Any]) -> str | None:
+    metadata = payload.get("metadata")
+    candidates = [payload.get("prompt_cache_key")]
+    if isinstance(metadata, Mapping):
+        candidates.append(metadata.get("prompt_cache_key"))
+    for value in candidates:
+        if isinstance(value, str) and value.strip() and len(value) <= MAX_PROMPT_CACHE_KEY_CHARS:
+            return value
+    return None
+
+
+def _reusable_prefix(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The system part and the earlier conversation items, or None when both are empty."""
+    prefix: dict[str, Any] = {
+        name: payload[name] for name in _SYSTEM_FIELDS if not _empty(payload.get(name))
+    }
+    items: list[Any] = next(
+        (payload[name] for name in _ITEM_FIELDS if isinstance(payload.get(name), list)), []
+    )
+    if len(items) > 1:
+        prefix["items"] = items[:-1]
+    return prefix or None
+
+
+def _empty(value: object) -> bool:
+    """Nothing to reuse: missing, null, a blank string, an empty list or object."""
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or (isinstance(value, list | dict) and not value)
