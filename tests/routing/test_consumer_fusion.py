@@ -14,7 +14,9 @@ from channels.db import database_sync_to_async
 
 import routing.preludes.fusion as fusion_prelude
 from routing.domain.fusion import FusionSettings
-from routing.models import Provider
+from routing.guards.admission import admission_stats
+from routing.models import Provider, ProviderConnection
+from routing.services import connection_save
 from tests.routing.fusion_support import (
     JUDGED,
     KEYS,
@@ -58,6 +60,11 @@ async def ask(gateway: Gateway, *, stream: bool = False, **fields: Any) -> Reply
 async def team(acme: Provider) -> list[int]:
     """A fusion combo over three connections of ``acme`` (models alpha, beta, gamma)."""
     return await database_sync_to_async(three_step_combo)(acme, "fusion")
+
+
+def cap_at_one(connection_id: int) -> None:
+    connection = ProviderConnection.objects.get(pk=connection_id)
+    connection_save(connection=connection, fields={"max_concurrent": 1})
 
 
 def panel_answers(gateway: Gateway, texts: tuple[str, ...] = TEXTS) -> None:
@@ -105,9 +112,11 @@ async def test_a_failing_member_leaves_the_judge_two_sources(
 async def test_a_straggler_is_cut_off_by_the_grace_once_min_panel_answered(
     gateway: Gateway, team: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # given: two members answer at once, the third never; a 50 ms grace after two answers
+    # given: two members answer at once, the third (capped at one request) never; a 50 ms
+    # grace after two answers
     settings = FusionSettings(min_panel=2, straggler_grace_ms=50)
     monkeypatch.setattr(fusion_prelude, "fusion_settings", lambda combo: settings)
+    await database_sync_to_async(cap_at_one)(team[2])
     panel_answers(gateway)
     straggler = Hanging()
     gateway.fake.behaviours[KEYS[2]] = straggler
@@ -115,8 +124,10 @@ async def test_a_straggler_is_cut_off_by_the_grace_once_min_panel_answered(
     # when
     reply = await ask(gateway)
 
-    # then: judged from the two; the straggler's request was cancelled, and not charged
+    # then: judged from the two; the straggler's request was cancelled, its slot released
+    # (its idle gate is forgotten), and nothing charged to it
     assert straggler.asked.is_set() and straggler.cancelled.is_set()
+    assert not [g for g in admission_stats()["gates"] if g["gate"] == f"conn:{team[2]}"]
     assert reply.status == 200 and reply.decision()["answered"] == "2"
     (judge,) = judge_requests(gateway.fake.requests)
     assert sources_in(last_turn(judge)) == list(TEXTS[:2])
