@@ -102,6 +102,7 @@ class AttemptContext:
     waited_ms: float = 0.0
     pass_start: int = 0  # where the current pass's attempts begin
     on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
+    notes: list[str] = field(default_factory=list)  # decision-header parts (routing.preludes)
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:

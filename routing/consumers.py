@@ -34,6 +34,7 @@ from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
+from routing.preludes import Answer, prelude_for
 from routing.recovery import StreamRelay
 from routing.relay import WARNING_HEADER, failure_response, reply_headers, with_warnings
 from routing.response_pins import pinned_plan, remember, response_id
@@ -237,7 +238,7 @@ class RelayConsumer(ProxyConsumer):
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
         await order_targets(context, self.store)
         try:
-            await self.race_disconnect(self._attempt_and_relay(context, request))
+            await self.race_disconnect(self._dispatch(context, request))
         finally:
             for finish in context.on_finish:
                 finish()
@@ -258,6 +259,27 @@ class RelayConsumer(ProxyConsumer):
             if name in passed:  # a repeated header is one comma-separated list (RFC 9110)
                 values.setdefault(name.decode("latin-1"), []).append(value.decode("latin-1"))
         return tuple((name, ", ".join(given)) for name, given in values.items())
+
+    async def _dispatch(self, context: AttemptContext, request: ClientRequest) -> None:
+        """The ordinary dispatch, after the prelude of a fusion or pipeline combo (which asks
+        its panel or its earlier stages, then hands back what to dispatch, or an answer)."""
+        prelude = prelude_for(context.plan.strategy)
+        if prelude is not None:
+            step = await prelude(
+                attempt_loop(self.upstream, self.store), self.store, context, request
+            )
+            if isinstance(step, Answer):
+                await self._answer(step)
+                return
+            context, request = step.context, step.request
+        await self._attempt_and_relay(context, request)
+
+    async def _answer(self, answer: Answer) -> None:
+        if answer.error:
+            await self.send_error_body(answer.status, answer.body, answer.headers)
+        else:
+            headers = answer.headers + self.base_headers()
+            await self.send_response(answer.status, answer.body, headers=headers)
 
     async def _attempt_and_relay(self, context: AttemptContext, request: ClientRequest) -> None:
         loop = attempt_loop(self.upstream, self.store)

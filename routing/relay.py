@@ -37,7 +37,7 @@ def with_warnings(body: bytes, warnings: tuple[str, ...]) -> bytes:
 def decision_header(context: AttemptContext, target: Target | None) -> bytes:
     """``X-OmniRoute-Decision``: strategy, provider, latency, attempts and exclusions."""
     latency_ms = int((time.monotonic() - context.started) * 1000)
-    parts = [f"strategy={context.plan.strategy}"]
+    parts = [f"strategy={context.plan.strategy}", *context.notes]  # a prelude's: panel, stages
     if target is not None:
         parts += [f"provider={target.provider.slug}", f"connection={target.connection.id}"]
     parts += [f"latency_ms={latency_ms}", f"attempts={len(context.attempts)}"]

@@ -86,7 +86,7 @@ IMPLEMENTED_STRATEGIES = frozenset(
     {
         Strategy.PRIORITY, Strategy.FILL_FIRST, Strategy.RANDOM, Strategy.STRICT_RANDOM,
         Strategy.WEIGHTED, Strategy.ROUND_ROBIN, Strategy.LEAST_USED, Strategy.P2C,
-        Strategy.COST_OPTIMIZED, Strategy.QUOTA_SHARE,
+        Strategy.COST_OPTIMIZED, Strategy.QUOTA_SHARE, Strategy.FUSION, Strategy.PIPELINE,
     }
 )  # fmt: skip
 

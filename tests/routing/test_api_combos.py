@@ -57,7 +57,7 @@ def test_combo_crud_with_nested_targets(
     assert not Combo.objects.exists()
 
 
-@pytest.mark.parametrize("strategy", ["fusion", "no-such-strategy"])
+@pytest.mark.parametrize("strategy", ["context-relay", "no-such-strategy"])
 def test_combo_unavailable_strategy_is_400(
     manage_client: APIClient, connection: ProviderConnection, strategy: str
 ) -> None:
