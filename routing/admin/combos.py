@@ -66,10 +66,13 @@ def _options_help(strategy: str | None) -> str:
     """The option keys of ``strategy``; of every strategy while none is chosen yet."""
     if strategy is not None:
         return f"Keys of {strategy}: {options_help(strategy)}."
-    common = options_help(COMMON)
-    own = (f"{name}: {options_help(name).removeprefix(common + ', ')}"
-           for name in OPTION_SPECS if name != COMMON)  # fmt: skip
-    return f"Keys of every strategy: {common}. And per strategy: {'; '.join(own)}."
+    own = (
+        f"{name}: {', '.join(spec.describe() for spec in specs)}"
+        for name, specs in OPTION_SPECS.items()
+        if name != COMMON
+    )
+    common = ", ".join(spec.describe() for spec in OPTION_SPECS[COMMON])
+    return f"Keys of every strategy: {common}. Per strategy: {'; '.join(own)}."
 
 
 @admin.register(Combo)

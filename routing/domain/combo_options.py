@@ -80,7 +80,7 @@ class OptionSpec:
         elif self.choices:
             span = "|".join(self.choices)
         else:
-            span = self.kind.value
+            span = _KIND_TEXT.get(self.kind, self.kind.value)
         return f"{self.key} ({span}; default {_default_text(self.default)})"
 
 
@@ -90,6 +90,12 @@ def _spec(key: str, kind: OptionKind, default: Any, *bounds: float, **more: Any)
 
 
 _B, _I, _N = OptionKind.BOOL, OptionKind.INT, OptionKind.NUMBER
+_KIND_TEXT = {
+    OptionKind.BOOL: "true|false",
+    OptionKind.SLUGS: "a list of provider slugs",
+    OptionKind.WEIGHTS: "an object of factor: weight",
+    OptionKind.MODEL: "provider/model or empty",
+}
 
 # The keys each strategy takes, besides the common ones (reference-part2 §3.5, §7.2, §7.4).
 OPTION_SPECS: dict[str, tuple[OptionSpec, ...]] = {
