@@ -9,6 +9,7 @@ from django.db import models
 from resilience.domain.attempt_overrides import attempt_overrides_validate
 from resilience.domain.settings import ROOT_FIELD, SettingsError
 from routing.domain.combo_options import ComboOptionsError, combo_options_validate
+from routing.domain.resolution import MAX_COMBO_DEPTH
 from routing.domain.vocabulary import IMPLEMENTED_STRATEGIES, Strategy
 
 
@@ -97,8 +98,8 @@ class ComboTarget(models.Model):
         related_name="referenced_by",
         verbose_name="nested combo",
         help_text="Instead of a provider and model: another combo, whose targets are tried in "
-        "this step's place with this step's weight (up to 3 combos deep; inactive ones add "
-        "nothing).",
+        f"this step's place with this step's weight (up to {MAX_COMBO_DEPTH} combos deep; "
+        "inactive ones add nothing).",
     )
     connection = models.ForeignKey(
         "routing.ProviderConnection",

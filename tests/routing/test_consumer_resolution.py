@@ -31,7 +31,7 @@ def setup(acme: Provider, targets: list[str], catalog: dict[str, dict[str, Any]]
     ``targets`` (an ``acme`` model, or ``combo:<name>``), and catalog entries for acme's
     models."""
     primary = add_connection(acme, "primary", PRIMARY, priority=10)
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"combo_ref": Combo.objects.get(name=t.removeprefix("combo:"))}
         if t.startswith("combo:")
         else {"provider": acme, "model": t}
