@@ -227,7 +227,7 @@ class RelayConsumer(ProxyConsumer):
     async def serve(self, body: bytes) -> None:
         snapshot, key = await self.authenticated()  # before parsing: strangers cost no parse
         request = self.endpoint.parse(body)
-        plan = plan_route(snapshot, request.model, key, self.endpoint.wire_format)
+        plan = plan_route(snapshot, request.model, key, self.endpoint.wire_format, request.needs)
         await resilience_ready(self.store)
         if request.previous_response_id is not None:
             plan = await pinned_plan(self.store, plan, request.previous_response_id)

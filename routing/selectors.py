@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
+from django.db.models import Prefetch
 
 from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
 from resilience.domain.attempt_policy import AttemptPolicy
@@ -28,6 +29,7 @@ from resilience.selectors import resilience_settings_current
 from resilience.selectors_rules import rules_for_snapshot
 from resilience.services.connections import connection_state_get
 from resilience.state import get_store
+from routing.domain.combo_options import options_read
 from routing.domain.config import (
     CatalogEntry,
     ComboInfo,
@@ -42,6 +44,7 @@ from routing.domain.rate_limits import read_overrides
 from routing.models import (
     ClientApiKey,
     Combo,
+    ComboTarget,
     FeatureFlag,
     ModelCatalogEntry,
     Provider,
@@ -166,13 +169,34 @@ def _key_info(key: ClientApiKey) -> KeyInfo:
     )
 
 
-def _combo_info(combo: Combo, attempts: AttemptPolicy) -> ComboInfo:
-    steps = tuple(
-        ComboStep(t.provider_id, t.model, t.connection_id, t.weight) for t in combo.targets.all()
+def _combo_step(target: ComboTarget) -> ComboStep:
+    """A target as the snapshot holds it (its nested combo by name: prefetched with it)."""
+    return ComboStep(
+        provider=target.provider_id or "",
+        model=target.model,
+        connection_id=target.connection_id,
+        weight=target.weight,
+        combo_ref=target.combo_ref.name if target.combo_ref is not None else None,
+        fallback_only_on_quota_exhaustion=target.fallback_only_on_quota_exhaustion,
     )
+
+
+def _combo_info(combo: Combo, attempts: AttemptPolicy) -> ComboInfo:
     overrides = attempt_overrides_read(combo.attempt_overrides)
-    policy = with_overrides(attempts, overrides) if overrides else None
-    return ComboInfo(name=combo.name, strategy=combo.strategy, steps=steps, attempts=policy)
+    return ComboInfo(
+        name=combo.name,
+        strategy=combo.strategy,
+        steps=tuple(_combo_step(t) for t in combo.targets.all()),
+        attempts=with_overrides(attempts, overrides) if overrides else None,
+        options=options_read(combo.strategy, combo.options),
+    )
+
+
+def combo_list_snapshot(attempts: AttemptPolicy) -> dict[str, ComboInfo]:
+    """The active combos by name, with their steps and nested combos, in two queries."""
+    targets = ComboTarget.objects.select_related("combo_ref").order_by("position", "id")
+    combos = Combo.objects.filter(is_active=True).prefetch_related(Prefetch("targets", targets))
+    return {c.name: _combo_info(c, attempts) for c in combos}
 
 
 def _price(value: Decimal | None) -> float | None:
@@ -189,6 +213,8 @@ def _catalog_entry(entry: ModelCatalogEntry) -> CatalogEntry:
         stream_idle_ms=entry.stream_idle_ms,
         input_price_per_mtok=_price(entry.input_price_per_mtok),
         output_price_per_mtok=_price(entry.output_price_per_mtok),
+        supports_tools=entry.supports_tools,
+        supports_structured_output=entry.supports_structured_output,
     )
 
 
@@ -209,7 +235,6 @@ def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
 def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapshot:
     """Materialise the whole routing configuration into frozen data."""
     keys = ClientApiKey.objects.prefetch_related("allowed_connections")
-    combos = Combo.objects.filter(is_active=True).prefetch_related("targets")
     providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
     settings = resilience_settings_current()
     lockout = settings.model_lockout
@@ -224,7 +249,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         providers=providers,
         connections=connection_list_routable(),
         keys_by_hash={k.key_hash: _key_info(k) for k in keys},
-        combos={c.name: _combo_info(c, settings.attempts) for c in combos},
+        combos=combo_list_snapshot(settings.attempts),
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
             for slug, p in providers.items()

@@ -15,20 +15,23 @@ from routing.services import catalog_entry_delete, catalog_entry_save
 
 @admin.register(ModelCatalogEntry)
 class ModelCatalogEntryAdmin(ServiceAdmin):
-    """Per provider and model: context window, prefill support, time limits and prices."""
+    """Per provider and model: context window, capabilities, prefill support, time limits and
+    prices."""
 
     list_display = (
         "provider",
         "model",
         "accepts_prefill",
         "context_window",
+        "supports_tools",
+        "supports_structured_output",
         "time_to_first_token_ms",
         "stream_idle_ms",
         "input_price_per_mtok",
         "output_price_per_mtok",
         "updated_at",
     )
-    list_filter = ("provider", "accepts_prefill")
+    list_filter = ("provider", "accepts_prefill", "supports_tools", "supports_structured_output")
     list_select_related = ("provider",)
     search_fields = ("model", "provider__slug", "provider__name")
     readonly_fields = ("updated_at",)

@@ -1,5 +1,5 @@
 """Admin of combos: the combo and its inline targets are saved by one ``combo_save``; its
-attempt overrides are a JSON object whose errors name the key."""
+attempt overrides and strategy options are JSON objects whose errors name the key."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from resilience.admin._base import ServiceAdmin, TabularInlineBase
 from resilience.domain.attempt_overrides import attempt_override_bounds
+from routing.domain.combo_options import COMMON, OPTION_SPECS, options_help
 from routing.models import Combo, ComboTarget
 from routing.services import combo_delete, combo_save
 
@@ -20,7 +21,11 @@ class ComboTargetInline(TabularInlineBase):
     """A combo's ordered targets; saved through ``combo_save`` with the combo."""
 
     model = ComboTarget
-    fields = ("position", "provider", "model", "connection", "weight")
+    fk_name = "combo"  # a target also names its nested combo (``combo_ref``)
+    fields = (
+        "position", "provider", "model", "combo_ref", "connection", "weight",
+        "fallback_only_on_quota_exhaustion",
+    )  # fmt: skip
     ordering = ("position", "id")
     extra = 1
 
@@ -33,7 +38,10 @@ def _kept_targets(formset: Any) -> list[dict[str, Any]]:
         if form.cleaned_data and not form.cleaned_data.get("DELETE")
     ]
     rows.sort(key=lambda row: row.get("position") or 0)
-    fields = ("provider", "model", "connection", "weight")
+    fields = (
+        "provider", "model", "combo_ref", "connection", "weight",
+        "fallback_only_on_quota_exhaustion",
+    )  # fmt: skip
     return [{name: row[name] for name in fields if name in row} for row in rows]
 
 
@@ -54,6 +62,19 @@ def _override_keys() -> str:
     return ", ".join(f"{key} ({low}–{high})" for key, (low, high) in bounds)
 
 
+def _options_help(strategy: str | None) -> str:
+    """The option keys of ``strategy``; of every strategy while none is chosen yet."""
+    if strategy is not None:
+        return f"Keys of {strategy}: {options_help(strategy)}."
+    own = (
+        f"{name}: {', '.join(spec.describe() for spec in specs)}"
+        for name, specs in OPTION_SPECS.items()
+        if name != COMMON
+    )
+    common = ", ".join(spec.describe() for spec in OPTION_SPECS[COMMON])
+    return f"Keys of every strategy: {common}. Per strategy: {'; '.join(own)}."
+
+
 @admin.register(Combo)
 class ComboAdmin(ServiceAdmin):
     """Combos and their targets, written together by one ``combo_save`` call."""
@@ -72,6 +93,17 @@ class ComboAdmin(ServiceAdmin):
         if field is not None and db_field.name == "attempt_overrides":
             field.help_text = f"{db_field.help_text} Keys (bounds): {_override_keys()}."
         return field
+
+    def get_form(
+        self, request: HttpRequest, obj: Combo | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        """The options' help text lists the keys of the combo's strategy, with bounds."""
+        form = super().get_form(request, obj, change, **kwargs)
+        field = form.base_fields.get("options")
+        if field is not None:  # a fresh form class per call: its fields are its own
+            keys = _options_help(obj.strategy if obj is not None else None)
+            field.help_text = f"{field.help_text} {keys}"
+        return form
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Combo]:
         queryset: QuerySet[Combo] = super().get_queryset(request)

@@ -188,21 +188,56 @@ class ClientApiKeyCreatedSerializer(ClientApiKeySerializer):
 
 
 class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
-    """One step of a combo; its position is its index in ``targets``."""
+    """One step of a combo; its position is its index in ``targets``. A step names a provider
+    and model (a model with ``*`` or ``?`` is a pattern), or a nested combo by name
+    (``combo_ref``)."""
 
+    provider = serializers.PrimaryKeyRelatedField(
+        queryset=Provider.objects.all(), allow_null=True, required=False
+    )
+    model = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    combo_ref = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Combo.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="A nested combo's name, instead of provider and model.",
+    )
     connection = serializers.PrimaryKeyRelatedField(
         queryset=ProviderConnection.objects.all(), allow_null=True, required=False
     )
 
     class Meta:
         model = ComboTarget
-        fields = ("position", "provider", "model", "connection", "weight")
+        fields = (
+            "position",
+            "provider",
+            "model",
+            "combo_ref",
+            "connection",
+            "weight",
+            "fallback_only_on_quota_exhaustion",
+        )
         read_only_fields = ("position",)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        connection, provider = attrs.get("connection"), attrs.get("provider")
-        if provider is None:  # a partial update still replaces the targets whole
-            raise serializers.ValidationError({"provider": "Each target needs its provider."})
+        """Exactly one of a provider (with its model) and a nested combo: a partial update
+        still replaces the targets whole, so each target must be complete."""
+        provider, nested = attrs.get("provider"), attrs.get("combo_ref")
+        connection, model = attrs.get("connection"), attrs.get("model", "")
+        if nested is not None:
+            if provider is not None or model or connection is not None:
+                raise serializers.ValidationError(
+                    {"combo_ref": "A nested combo stands alone: leave provider, model and "
+                     "connection empty."}
+                )  # fmt: skip
+            return attrs
+        if provider is None:
+            raise serializers.ValidationError(
+                {"provider": "Each target needs its provider (or a nested combo, combo_ref)."}
+            )
+        if not model:
+            raise serializers.ValidationError({"model": "A provider's target needs its model."})
         if connection is not None and connection.provider_id != provider.pk:
             raise serializers.ValidationError(
                 {"connection": "The pinned connection belongs to another provider."}
@@ -214,7 +249,8 @@ class ComboSerializer(serializers.ModelSerializer[Combo]):
     """A combo with its ordered targets, written in one request (``targets`` replaces all).
 
     ``attempt_overrides`` holds keys of the ``attempts`` settings (camelCase, as in
-    ``/api/resilience``) for this combo only; the model's ``clean()`` checks them.
+    ``/api/resilience``) for this combo only; ``options`` the keys of its strategy (e.g.
+    ``stickyRoundRobinLimit``); the model's ``clean()`` checks both.
     """
 
     targets = ComboTargetSerializer(many=True, required=False)
@@ -228,6 +264,7 @@ class ComboSerializer(serializers.ModelSerializer[Combo]):
             "is_active",
             "description",
             "attempt_overrides",
+            "options",
             "targets",
             "updated_at",
         )
@@ -245,6 +282,8 @@ class ModelCatalogEntrySerializer(serializers.ModelSerializer[ModelCatalogEntry]
             "provider",
             "model",
             "context_window",
+            "supports_tools",
+            "supports_structured_output",
             "accepts_prefill",
             "time_to_first_token_ms",
             "stream_idle_ms",

@@ -174,7 +174,7 @@ class ComboViewSet(viewsets.ModelViewSet[Combo]):
     ``targets`` is written whole: when given, it replaces the combo's targets in order.
     """
 
-    queryset = Combo.objects.prefetch_related("targets").order_by("name")
+    queryset = Combo.objects.prefetch_related("targets__combo_ref").order_by("name")
     serializer_class = ComboSerializer
 
     def get_queryset(self) -> QuerySet[Combo]:

@@ -22,6 +22,7 @@ from resilience.domain.request_queue import RequestQueueSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
 from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
+from routing.domain.combo_options import DEFAULT_OPTIONS, ComboOptions
 from routing.domain.keys import key_is_usable, model_is_allowed
 from routing.domain.rate_limits import NO_OVERRIDES, RateLimitOverrides
 from routing.domain.vocabulary import Prefill
@@ -109,22 +110,27 @@ class KeyInfo:
 
 @dataclass(frozen=True, slots=True)
 class ComboStep:
-    """One declared combo target."""
+    """One declared combo target: ``provider/model`` (the model may be a glob such as
+    ``gpt-4*``), optionally pinned to a connection; or, with ``combo_ref``, another combo whose
+    targets stand in this step's place (``provider`` and ``model`` are then empty)."""
 
     provider: str
     model: str
     connection_id: int | None = None
     weight: int = 1
+    combo_ref: str | None = None  # the nested combo's name
+    fallback_only_on_quota_exhaustion: bool = False  # tried only after quota failures before it
 
 
 @dataclass(frozen=True, slots=True)
 class ComboInfo:
-    """A combo with its ordered steps."""
+    """A combo with its ordered steps and its strategy's options."""
 
     name: str
     strategy: str
     steps: tuple[ComboStep, ...]
     attempts: AttemptPolicy | None = None  # the global policy with the combo's overrides
+    options: ComboOptions = DEFAULT_OPTIONS
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,8 @@ class CatalogEntry:
     stream_idle_ms: int | None = None
     input_price_per_mtok: float | None = None  # USD per million tokens
     output_price_per_mtok: float | None = None
+    supports_tools: bool | None = None
+    supports_structured_output: bool | None = None
 
 
 DEFAULT_BREAKER_POLICY = BreakerPolicy()

@@ -1,17 +1,30 @@
 """Model resolution: from the requested model name to ordered attempt targets (pure).
 
 ``provider/model`` expands to that provider's connections by priority; a combo name expands
-each step in order (a pinned step to its one connection). Static exclusions (the key may not use
-a connection, the connection does not serve the model, the wire format differs) are decided
-here; dynamic ones (breaker, cooldown, lockout, ...) by the attempt loop's eligibility filters.
+each step in order (a pinned step to its one connection), nested combos and provider wildcards
+first (``routing.domain.resolution``). A (connection, model) pair is planned once, for the first
+step that reaches it. Static exclusions (the key may not use a connection, the connection does
+not serve the model, the wire format differs, the catalog says the model cannot serve what the
+request needs: ``routing.domain.compatibility``) are decided here; dynamic ones (breaker,
+cooldown, lockout, ...) by the attempt loop's eligibility filters.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from routing.domain.compatibility import (
+    Incompatibility,
+    Skipped,
+    compatibility_error,
+    fits_context,
+    incompatibilities,
+)
 from routing.domain.config import ConfigSnapshot, ConnectionInfo, KeyInfo, ProviderInfo
 from routing.domain.errors import GatewayError
+from routing.domain.needs import NO_NEEDS, RequestNeeds
+from routing.domain.resolution import Leaf, combo_leaves
 from routing.domain.vocabulary import WireFormat
 
 SINGLE = "single"
@@ -33,18 +46,26 @@ class Target:
 
 @dataclass(frozen=True, slots=True)
 class RoutePlan:
-    """The ordered targets for one request and how they were chosen."""
+    """The ordered targets for one request and how they were chosen; ``skipped``: the targets
+    left out because the catalog says they cannot serve the request, each with its reasons
+    (``Incompatibility`` values joined by ``+``), for the decision header."""
 
     requested_model: str
     strategy: str
     targets: tuple[Target, ...]
     combo: str | None = None
+    skipped: tuple[tuple[Target, str], ...] = ()
 
 
 def plan_route(
-    snapshot: ConfigSnapshot, model: str, key: KeyInfo, wire_format: str = WireFormat.OPENAI
+    snapshot: ConfigSnapshot,
+    model: str,
+    key: KeyInfo,
+    wire_format: str = WireFormat.OPENAI,
+    needs: RequestNeeds = NO_NEEDS,
 ) -> RoutePlan:
-    """Resolve ``model`` for ``key``; raise ``GatewayError`` (404, 403, 503) when it cannot."""
+    """Resolve ``model`` for ``key``, keeping the targets that can serve ``needs``; raise
+    ``GatewayError`` (404, 403, 400, 503) when it cannot."""
     combo = snapshot.combos.get(model)
     provider_slug, _, upstream_model = model.partition("/")
     if combo is None and (not upstream_model or provider_slug not in snapshot.providers):
@@ -56,14 +77,11 @@ def plan_route(
             f"This API key may not use the model '{model}'.",
             error_type="permission_error",
         )
-    steps: list[tuple[str, str, int | None]]
     if combo is None:
-        steps = [(provider_slug, upstream_model, None)]
-        strategy = SINGLE
+        leaves, strategy = [Leaf(0, provider_slug, upstream_model)], SINGLE
     else:
-        steps = [(s.provider, s.model, s.connection_id) for s in combo.steps]
-        strategy = combo.strategy
-    targets, other_formats = _expand(snapshot, steps, key, wire_format)
+        leaves, strategy = combo_leaves(snapshot, combo), combo.strategy
+    targets, other_formats = _expand(snapshot, leaves, key, wire_format)
     if not targets and other_formats:
         raise _wrong_format(model, wire_format, sorted(other_formats))
     if not targets:
@@ -73,7 +91,37 @@ def plan_route(
             f"No active connection can serve '{model}' for this key.",
             error_type="service_unavailable",
         )
-    return RoutePlan(model, strategy, tuple(targets), combo.name if combo else None)
+    fail_open = combo is not None and combo.options.compat_filter_fail_open
+    kept, skipped = _compatible(snapshot, targets, needs, fail_open, model)
+    return RoutePlan(model, strategy, kept, combo.name if combo else None, skipped)
+
+
+def _compatible(
+    snapshot: ConfigSnapshot,
+    targets: Sequence[Target],
+    needs: RequestNeeds,
+    fail_open: bool,
+    model: str,
+) -> tuple[tuple[Target, ...], tuple[tuple[Target, str], ...]]:
+    """The targets that can serve ``needs`` and the skipped ones with their reasons. When none
+    is left, ``fail_open`` (the combo's ``compatFilterFailOpen``) restores the ones skipped for
+    capabilities only; the context window stays strict. Still none: the compatibility error."""
+    if needs == NO_NEEDS:
+        return tuple(targets), ()
+    verdicts = [(t, incompatibilities(snapshot.catalog_entry(t.provider.slug, t.model), needs))
+                for t in targets]  # fmt: skip
+    keep = [not reasons for _, reasons in verdicts]
+    if not any(keep) and fail_open:
+        keep = [fits_context(reasons) for _, reasons in verdicts]
+    if not any(keep):
+        raise compatibility_error(model, needs, [_skipped(t, r) for t, r in verdicts])
+    kept = tuple(t for (t, _), use in zip(verdicts, keep, strict=True) if use)
+    skipped = tuple((t, "+".join(r)) for (t, r), use in zip(verdicts, keep, strict=True) if not use)
+    return kept, skipped
+
+
+def _skipped(target: Target, reasons: tuple[Incompatibility, ...]) -> Skipped:
+    return target.provider.slug, target.model, target.connection.id, reasons
 
 
 def _wrong_format(model: str, wire_format: str, formats: list[str]) -> GatewayError:
@@ -90,24 +138,26 @@ def _wrong_format(model: str, wire_format: str, formats: list[str]) -> GatewayEr
 
 
 def _expand(
-    snapshot: ConfigSnapshot,
-    steps: list[tuple[str, str, int | None]],
-    key: KeyInfo,
-    wire_format: str,
+    snapshot: ConfigSnapshot, leaves: Sequence[Leaf], key: KeyInfo, wire_format: str
 ) -> tuple[list[Target], set[str]]:
     """The targets, and the wire formats of the providers skipped for speaking another one."""
     targets: list[Target] = []
     other_formats: set[str] = set()
-    for index, (slug, model, pinned) in enumerate(steps):
-        provider = snapshot.providers.get(slug)
+    planned: set[tuple[int, str]] = set()
+    for leaf in leaves:
+        provider = snapshot.providers.get(leaf.provider)
         if provider is None:
             continue
         if provider.wire_format != wire_format:
             other_formats.add(provider.wire_format)
             continue
-        for connection in snapshot.connections_for(slug):
-            if pinned is not None and connection.id != pinned:
+        for connection in snapshot.connections_for(leaf.provider):
+            if leaf.connection_id is not None and connection.id != leaf.connection_id:
                 continue
-            if connection.serves(model) and key.allows_connection(connection.id):
-                targets.append(Target(provider, connection, model, index))
+            pair = (connection.id, leaf.model)
+            if pair in planned or not connection.serves(leaf.model):
+                continue
+            if key.allows_connection(connection.id):
+                planned.add(pair)
+                targets.append(Target(provider, connection, leaf.model, leaf.step))
     return targets, other_formats

@@ -13,6 +13,13 @@ from typing import Any
 import orjson
 
 from routing.domain.errors import GatewayError
+from routing.domain.needs import (
+    NO_NEEDS,
+    RequestNeeds,
+    chat_needs,
+    messages_needs,
+    responses_needs,
+)
 
 BACKGROUND_WARNING = (
     "background mode is not supported by this gateway: the response was produced synchronously"
@@ -29,6 +36,7 @@ class ClientRequest:
     tools: int = 0  # how many tools the request declares
     previous_response_id: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    needs: RequestNeeds = NO_NEEDS  # what it needs of a model: tools, structured output, room
 
 
 def _invalid(code: str, message: str) -> GatewayError:
@@ -74,6 +82,7 @@ def parse_chat_request(body: bytes) -> ClientRequest:
     payload = json_object(body)
     request = _common(payload)
     _messages(payload)
+    request.needs = chat_needs(payload)
     return request
 
 
@@ -93,6 +102,7 @@ def parse_responses_request(body: bytes) -> ClientRequest:
     if given is not None and not isinstance(given, str | list):
         raise _invalid("invalid_input", "The 'input' field must be a string or an array.")
     request.previous_response_id = previous
+    request.needs = responses_needs(payload)
     background = payload.get("background")
     if background is not None and not isinstance(background, bool):
         raise _invalid("invalid_background", "The 'background' field must be a boolean.")
@@ -111,4 +121,5 @@ def parse_messages_request(body: bytes) -> ClientRequest:
     max_tokens = payload.get("max_tokens")
     if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
         raise _invalid("invalid_max_tokens", "The 'max_tokens' field must be a positive integer.")
+    request.needs = messages_needs(payload)
     return request

@@ -31,7 +31,8 @@ def _price_field(direction: str) -> models.DecimalField[Decimal | None, Decimal 
 
 
 class ModelCatalogEntry(models.Model):
-    """One model at one provider: its context window, prefill support, time limits and prices."""
+    """One model at one provider: its context window, capabilities, prefill support, time limits
+    and prices."""
 
     # A catalog entry only describes its provider's model: it goes with the provider, and never
     # keeps an operator from deleting one (the seeded entries would otherwise block every
@@ -46,7 +47,8 @@ class ModelCatalogEntry(models.Model):
         null=True,
         blank=True,
         validators=[MinValueValidator(1)],
-        help_text="Tokens; empty if unknown.",
+        help_text="Tokens; empty if unknown. A request whose estimated prompt plus requested "
+        "output exceeds it skips this model.",
     )
     accepts_prefill = models.CharField(
         max_length=8,
@@ -69,6 +71,20 @@ class ModelCatalogEntry(models.Model):
         validators=_timeout_validators(),
         help_text="Overrides the idle limit between stream chunks (attempts.streamIdleMs) for "
         "this model. Empty follows the settings.",
+    )
+    supports_tools = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Whether the model can call tools. On 'no', requests that let the model call "
+        "tools skip it; empty if unknown (it is tried).",
+    )
+    supports_structured_output = models.BooleanField(
+        null=True,
+        blank=True,
+        default=None,
+        help_text="Whether the model answers to a JSON schema or in JSON mode. On 'no', requests "
+        "asking for structured output skip it; empty if unknown (it is tried).",
     )
     input_price_per_mtok = _price_field("input")
     output_price_per_mtok = _price_field("output")
