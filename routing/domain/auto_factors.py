@@ -18,7 +18,8 @@ factor says otherwise. How each factor is computed:
 * **taskFit**: 0 when the target is known unable to take the request (more tools than its
   learnt tool limit, or more tokens than its context window), else 1;
 * **stability**: the breaker's state (CLOSED 1, DEGRADED 0.5, HALF_OPEN 0.25, OPEN 0) times the
-  latency's steadiness ``mean / p95`` when the p95 latency is known;
+  latency's steadiness when the p95 latency is known: ``2 x mean / p95``, at most 1 (a p95 up
+  to twice the mean is an ordinary tail; four times the mean halves it);
 * **tierPriority**: the declared position of the target's combo step, first 1, last 0;
 * **tierAffinity**: how the model's price tier (its cost's rank in the pool, cheapest 0,
   dearest 1) matches the request's weight (its input over 32k tokens, at least 0.5 with
@@ -54,6 +55,7 @@ from routing.domain.quota_share import execution_key
 UNKNOWN = 0.5
 COST_FLOOR_USD = 1e-6
 LATENCY_FLOOR_MS = 1.0
+ORDINARY_TAIL = 2.0  # a p95 latency up to this many times the mean costs no stability
 HEAVY_REQUEST_TOKENS = 32_000  # a request this large (input) weighs 1 for tierAffinity
 TOOLS_WEIGHT = 0.5  # the least weight of a request that declares tools
 CONTEXT_COMFORT = 0.5  # contextAffinity is 1 up to this share of the window
@@ -184,7 +186,7 @@ def task_fit_factor(request: RequestProfile, window: int | None, tool_limit: int
 def stability_factor(breaker: str, mean_ms: float | None, p95_ms: float | None) -> float:
     steady = 1.0
     if mean_ms is not None and p95_ms is not None and p95_ms > 0:
-        steady = clamp01(mean_ms / p95_ms)
+        steady = clamp01(ORDINARY_TAIL * mean_ms / p95_ms)
     return BREAKER_STABILITY.get(breaker, 1.0) * steady
 
 
