@@ -75,7 +75,7 @@ class ExclusionRecord:
     level: int = 0
     evidence: int = 0
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, Any]:
         return {"until": self.until, "level": self.level, "evidence": self.evidence}
 
     @classmethod

@@ -92,7 +92,6 @@ class AutoSignals:
     max_concurrent: int | None = None  # the connection's cap
     cache_warm: bool | None = None
     quality: float | None = None
-    last_known_good: bool = False  # the combo's last known good target
     exclusion: ExclusionRecord | None = None  # its auto exclusion, if any
 
     @property
