@@ -77,12 +77,28 @@ async def auto_targets(
     *,
     payload: Mapping[str, Any] | None = None,
 ) -> tuple[Target, ...]:
-    """The targets of ``context.plan`` (an ``auto`` combo) in the order to try them.
+    """The targets of ``context.plan`` (an ``auto`` combo) in the order to try them: the
+    decision's order, then the targets whose provider breaker is OPEN (see the module
+    docstring). Raises as :func:`auto_decision` does."""
+    decision = await auto_decision(context, store, headers, payload=payload)
+    opened = tuple(e.target for e in decision.excluded if e.reason == CIRCUIT_OPEN)
+    return decision.ordered + opened
+
+
+async def auto_decision(
+    context: AttemptContext,
+    store: StateStore,
+    headers: Mapping[str, str],
+    *,
+    payload: Mapping[str, Any] | None = None,
+) -> AutoDecision:
+    """The whole decision for one request (for a caller that also reports the exclusions,
+    the scores or an exploration); its exclusion records are stored.
 
     ``headers``: the request's (names in any case); ``payload``: its body, for its size (without
     it the request counts as empty, capped at the default output estimate). Raises
-    ``GatewayError``: 400 for a malformed ``X-OmniRoute-*`` header, 402 ``budget_exceeded`` for
-    a strict budget no target fits."""
+    ``GatewayError``: 400 for a malformed ``X-OmniRoute-*`` header (before any store read),
+    402 ``budget_exceeded`` for a strict budget no target fits."""
     options = parse_auto_headers(headers)
     combo = context.plan.combo or context.plan.requested_model
     now = store.clock()
@@ -94,8 +110,7 @@ async def auto_targets(
         budget=options.budget, lkg=lkg,
     )  # fmt: skip
     await _keep_records(store, combo, decision, now)
-    opened = tuple(e.target for e in decision.excluded if e.reason == CIRCUIT_OPEN)
-    return decision.ordered + opened
+    return decision
 
 
 async def _keep_records(store: StateStore, combo: str, decision: AutoDecision, now: float) -> None:

@@ -21,7 +21,7 @@ from resilience.domain.breaker import Breaker, BreakerState
 from resilience.services.breakers import breaker_key
 from resilience.store import Json, MemoryStore, RedisStore, StateStore
 from routing.attempts import AttemptContext
-from routing.auto import auto_targets, exclusion_key, lkgp_key, quota_key
+from routing.auto import auto_decision, auto_targets, exclusion_key, lkgp_key, quota_key
 from routing.domain.auto_exclusion import ExclusionRecord
 from routing.domain.config import CatalogEntry, ComboInfo, ComboStep, ConfigSnapshot, KeyInfo
 from routing.domain.errors import GatewayError
@@ -233,3 +233,11 @@ async def test_a_target_that_recovered_has_its_record_cleared(store: StateStore)
 
 async def test_without_any_signal_the_declared_order_stands(store: StateStore) -> None:
     assert await order(store, context((T1, T2))) == [1, 2]
+
+
+async def test_the_decision_reports_what_was_left_out_and_why(store: StateStore) -> None:
+    await make_poor(store)
+    decision = await auto_decision(with_poor(), store, {})
+    assert ids(decision.ordered) == [2]
+    assert [(ids([e.target]), e.reason) for e in decision.excluded] == [([1], "low_score")]
+    assert decision.scores["1:slow"] < 0.2 <= decision.scores["2:m"]
