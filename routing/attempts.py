@@ -37,7 +37,7 @@ from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.attempt_limits import limits_for
-from routing.cooldown_wait import cooldown_wait
+from routing.cooldown_wait import QUOTA_EXHAUSTED, cooldown_wait
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
@@ -222,9 +222,9 @@ class AttemptLoop:
             and outcome.stream_started
             and context.snapshot.stream_recovery.enabled
         )
-        failure = Failure(
-            verdict.fail_over, verdict.transient, connection_level, reopen, verdict.hint_ms
-        )
+        # A quota 429 moves on even with a short Retry-After (the spec's fail-over table).
+        hint_ms = None if verdict.attribution.reason == QUOTA_EXHAUSTED else verdict.hint_ms
+        failure = Failure(verdict.fail_over, verdict.transient, connection_level, reopen, hint_ms)
         return decide(
             failure, context.policy, retries_used=context.retries_of(target),
             others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),
