@@ -37,7 +37,7 @@ from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.attempt_limits import limits_for
-from routing.cooldown_wait import QUOTA_EXHAUSTED, cooldown_wait
+from routing.cooldown_wait import QUOTA_EXHAUSTED, cooldown_wait, no_keep_alive
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
@@ -100,6 +100,7 @@ class AttemptContext:
     fallback: str | None = None  # the emergency fallback model, once it was tried
     waits: int = 0  # cooldown-aware waits done (routing.cooldown_wait)
     waited_ms: float = 0.0
+    before_wait: Callable[[], Awaitable[None]] = no_keep_alive  # a stream's keep-alive
     pass_start: int = 0  # where the current pass's attempts begin
     on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
@@ -168,6 +169,7 @@ class AttemptLoop:
             wait = cooldown_wait(context)
             if wait is None:
                 break
+            await context.before_wait()
             await pause(wait)
             context.exclusions.clear()  # the next pass explains itself
         return await self._fallback(context, payload)

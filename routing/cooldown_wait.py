@@ -6,15 +6,18 @@ at once. A single model keeps only the attempt policy's wait for a short ``Retry
 Decision 20 waits for upstream-hinted timers only. The timer's class stands for the reason
 §4.3 judges: an upstream hint (``Retry-After``, reset headers) is ``rate_limit`` (waited for);
 a quota timer is ``quota_exhausted`` (never: its reset is hours away). A quota exhaustion is
-never waited for even when the upstream's answer carried a short ``Retry-After`` (the pair is
-locked for the hint, but §4.3 judges the failure's reason, and a quota rarely comes back in
-seconds): the reason of the failure, or of the lock it left, wins over the timer's class.
-Self-set timers are the
-panic attempt's (decision 15), an open breaker answers 503 ``provider_circuit_open`` or joins
-``all_targets_cooling_down``, and operator and terminal timers are never waited for: the
-shortest timer of another class means no wait. The wait is the timer's remainder plus
-:data:`MARGIN_MS`, within ``comboCooldownWait`` (``maxWaitMs`` per wait, ``maxAttempts`` waits,
-``budgetMs`` in all) and the request's deadline.
+not waited for even when its answer carried a short ``Retry-After`` (the pair is locked for
+the hint, but a quota rarely comes back in seconds): the reason of the failure, or of the lock
+it left, wins over the timer's class. Self-set timers are the panic attempt's (decision 15),
+an open breaker answers 503 ``provider_circuit_open`` or joins ``all_targets_cooling_down``,
+and operator and terminal timers are never waited for: the shortest timer of another class
+means no wait. The wait is the timer's remainder plus :data:`MARGIN_MS`, within
+``comboCooldownWait`` (``maxWaitMs`` per wait, ``maxAttempts`` waits, ``budgetMs`` in all) and
+the request's deadline.
+
+Before each wait the loop awaits ``AttemptContext.before_wait``: nothing by default; for a
+streaming client, the consumer's keep-alive (the answer's head and an SSE comment at once, so
+that a long wait does not trip the client's first-byte timeout; §4.7).
 """
 
 from __future__ import annotations
@@ -57,6 +60,11 @@ def cooldown_wait(context: AttemptContext) -> float | None:
     context.waits += 1
     context.waited_ms += coerced
     return coerced / 1000
+
+
+async def no_keep_alive() -> None:
+    """What happens before a wait by default: nothing. A streaming consumer replaces it with
+    its keep-alive (``AttemptContext.before_wait``; reference-part2 §4.7)."""
 
 
 def wait_reason(timer: TimerClass, cause: str) -> str | None:

@@ -81,6 +81,30 @@ def test_both_targets_hinted_for_2_s_wait_and_then_answer_200(
     assert "attempts=3" in response.headers["x-omniroute-decision"]
 
 
+def test_a_streaming_client_gets_its_first_bytes_before_the_wait(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    first, second, combo, key = combo_of_two(gateway, fake, NO_SAME_TARGET_WAIT)
+    limited = {"status": 429, "retry_after": HINT_SECONDS}
+    fake.script(limited, limited)
+    body = {"model": combo, "messages": MESSAGES, "stream": True}
+
+    with gateway.client(key, timeout=30) as client:
+        started = time.monotonic()
+        with client.stream("POST", "/chat/completions", json=body) as response:
+            parts = response.iter_bytes()
+            head = next(parts)
+            first_byte = time.monotonic() - started
+            rest = b"".join(parts)
+        elapsed = time.monotonic() - started
+
+    assert (response.status_code, response.headers["content-type"]) == (200, "text/event-stream")
+    assert head.startswith(b": keep-alive\n\n") and first_byte < 1.0
+    assert 1.5 <= elapsed < 10
+    assert (head + rest).rstrip().endswith(b"data: [DONE]")
+    assert calls(fake, first, second) == ["first", "second", "first"]
+
+
 @pytest.mark.parametrize(
     "hint", [pytest.param(HINT_SECONDS, id="with-retry-after"), pytest.param(None, id="no-hint")]
 )
