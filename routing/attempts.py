@@ -37,7 +37,7 @@ from resilience.domain.connection_state import ConnectionState
 from resilience.services.attribution import Verdict
 from resilience.services.lockouts import LockRecord
 from routing.attempt_limits import limits_for
-from routing.cooldown_wait import cooldown_wait
+from routing.cooldown_wait import QUOTA_EXHAUSTED, cooldown_wait, no_keep_alive
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
@@ -100,6 +100,7 @@ class AttemptContext:
     fallback: str | None = None  # the emergency fallback model, once it was tried
     waits: int = 0  # cooldown-aware waits done (routing.cooldown_wait)
     waited_ms: float = 0.0
+    before_wait: Callable[[], Awaitable[None]] = no_keep_alive  # a stream's keep-alive
     pass_start: int = 0  # where the current pass's attempts begin
     on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
     notes: list[str] = field(default_factory=list)  # decision-header parts (routing.preludes)
@@ -169,6 +170,7 @@ class AttemptLoop:
             wait = cooldown_wait(context)
             if wait is None:
                 break
+            await context.before_wait()
             await pause(wait)
             context.exclusions.clear()  # the next pass explains itself
         return await self._fallback(context, payload)
@@ -223,9 +225,9 @@ class AttemptLoop:
             and outcome.stream_started
             and context.snapshot.stream_recovery.enabled
         )
-        failure = Failure(
-            verdict.fail_over, verdict.transient, connection_level, reopen, verdict.hint_ms
-        )
+        # A quota 429 moves on even with a short Retry-After (the spec's fail-over table).
+        hint_ms = None if verdict.attribution.reason == QUOTA_EXHAUSTED else verdict.hint_ms
+        failure = Failure(verdict.fail_over, verdict.transient, connection_level, reopen, hint_ms)
         return decide(
             failure, context.policy, retries_used=context.retries_of(target),
             others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),

@@ -36,7 +36,16 @@ from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
 from routing.preludes import Answer, prelude_for
 from routing.recovery import StreamRelay
-from routing.relay import WARNING_HEADER, failure_response, reply_headers, with_warnings
+from routing.relay import (
+    KEEP_ALIVE,
+    WARNING_HEADER,
+    Headers,
+    failure_response,
+    in_band_error,
+    keep_alive_headers,
+    reply_headers,
+    with_warnings,
+)
 from routing.response_pins import pinned_plan, remember, response_id
 from routing.snapshot import current_snapshot
 from routing.strategies import order_targets
@@ -283,10 +292,15 @@ class RelayConsumer(ProxyConsumer):
 
     async def _attempt_and_relay(self, context: AttemptContext, request: ClientRequest) -> None:
         loop = attempt_loop(self.upstream, self.store)
+        if context.stream:
+            context.before_wait = self._keep_alive
         result = await loop.run(context, request.payload)
         if result.reply is None:
             status, body, headers = failure_response(context)
-            await self.send_error_body(status, body, headers)
+            if self.started:  # a keep-alive began the stream: the failure goes in-band
+                await self._end_stream_with_error(status, body, headers)
+            else:
+                await self.send_error_body(status, body, headers)
             return
         try:
             await self._relay(loop, context, request, result)
@@ -315,13 +329,29 @@ class RelayConsumer(ProxyConsumer):
         client = (self._send_part, self._end)
         relay = StreamRelay(loop, context, request.payload, client, target, reply)
         try:
-            await self.send_headers(status=reply.status, headers=headers)
+            if not self.started:  # else a keep-alive sent the head before a wait
+                await self.send_headers(status=reply.status, headers=headers)
             await self.send_body(reply.body, more_body=True)
             await relay.run()
         finally:
             await relay.settle()
         if self.endpoint.pins_responses and reply.stream.state.envelope:
             await self._pin(reply.stream.state.envelope.get("id"), target)
+
+    async def _keep_alive(self) -> None:
+        """Before a cooldown-aware wait, a streaming client gets the answer's head and an SSE
+        comment at once, so that a long wait does not trip its first-byte timeout (reference-part2
+        §4.7); the head goes out once, the comment before every wait."""
+        if not self.started:
+            await self.send_headers(status=200, headers=keep_alive_headers() + self.base_headers())
+        await self.send_body(KEEP_ALIVE, more_body=True)
+
+    async def _end_stream_with_error(self, status: int, body: bytes, headers: Headers) -> None:
+        """The failure answer of a request whose stream a keep-alive began: this API's in-band
+        error event and its end marker (a status line cannot follow a sent head)."""
+        message, code = in_band_error(status, body, headers)
+        state = self.endpoint.stream_state()
+        await self.send_body(state.error_event(message, code) + state.end_event)
 
     async def _pin(self, answer_id: str | None, target: Target) -> None:
         if answer_id:

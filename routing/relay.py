@@ -1,4 +1,5 @@
-"""Response shaping for the proxy: headers that explain the decision, and failure answers."""
+"""Response shaping for the proxy: headers that explain the decision, failure answers, and the
+head of a stream begun before a cooldown-aware wait."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import orjson
 
 from routing.attempts import AttemptContext
 from routing.domain.errors import error_body, upstream_error_body
+from routing.domain.failures import error_parts
 from routing.domain.outcomes import OutcomeKind
 from routing.domain.planning import Target
 from routing.domain.vocabulary import ExclusionReason
@@ -21,6 +23,11 @@ TERMINAL_NONE = "no_executable_targets"
 Headers = list[tuple[bytes, bytes]]
 JSON = b"application/json"
 WARNING_HEADER = b"x-omniroute-warning"
+RETRY_AFTER = b"retry-after"
+# Reference-part2 §4.8: only an answer saying "unavailable for now" may tell the client when to
+# come back; a 400, 401, 403, 404 or 422 is about the request, and waiting will not change it.
+RETRY_AFTER_ELIGIBLE_STATUSES = frozenset({429, 503})
+KEEP_ALIVE = b": keep-alive\n\n"  # an SSE comment: bytes for the client, no event
 
 
 def with_warnings(body: bytes, warnings: tuple[str, ...]) -> bytes:
@@ -63,8 +70,39 @@ def reply_headers(context: AttemptContext, target: Target, reply: UpstreamReply)
     return headers
 
 
+def keep_alive_headers() -> Headers:
+    """The head of a stream answer sent before a cooldown-aware wait (reference-part2 §4.7): a
+    200 event stream, whatever the wait ends in (a failure then goes in-band)."""
+    return [
+        (b"content-type", b"text/event-stream"),
+        (b"cache-control", b"no-cache"),
+        (b"x-accel-buffering", b"no"),
+    ]
+
+
+def in_band_error(status: int, body: bytes, headers: Headers) -> tuple[str, str]:
+    """The message and code of a failure answer told inside a stream whose 200 head has gone
+    out: the error body's, with the status it would have had and its ``Retry-After`` (which
+    :func:`failure_response` kept only for a 429 or 503) as "reset after" text."""
+    message, structured = error_parts(body)
+    code = structured and (structured.get("code") or structured.get("type"))
+    retry_after = next((v.decode() for k, v in headers if k == RETRY_AFTER), None)
+    suffix = f"HTTP {status}"
+    if retry_after is not None and retry_after.isdigit():
+        suffix += f"; reset after {retry_after}s"
+    return f"{message} ({suffix})", str(code or f"upstream_{status}")
+
+
 def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
-    """The answer when no target succeeded: the last upstream error, or why none was tried."""
+    """The answer when no target succeeded: the last upstream error, or why none was tried.
+    It carries a ``Retry-After`` only when its status is 429 or 503 (reference-part2 §4.8)."""
+    status, body, headers = _failure(context)
+    if status not in RETRY_AFTER_ELIGIBLE_STATUSES:
+        headers = [(name, value) for name, value in headers if name != RETRY_AFTER]
+    return status, body, headers
+
+
+def _failure(context: AttemptContext) -> tuple[int, bytes, Headers]:
     headers: Headers = [
         (b"content-type", JSON),
         (b"x-omniroute-decision", decision_header(context, None)),
@@ -88,8 +126,9 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         return 502, error_body(message, "upstream_error", "upstream_bad_status"), headers
     if outcome.kind is OutcomeKind.HTTP_ERROR and outcome.status is not None:
         relayed = {k: v for k, v in outcome.headers.items() if k in RELAYED_ERROR_HEADERS}
-        if outcome.client_retry_after is not None:
-            relayed["retry-after"] = outcome.client_retry_after
+        told = _earliest_retry_after(context) or outcome.client_retry_after
+        if told is not None:  # else the upstream's own header, if it sent one
+            relayed["retry-after"] = told
         headers += [(name.encode(), value.encode()) for name, value in relayed.items()]
         secret = context.attempts[-1][0].connection.secret  # the failing attempt's own key
         body = upstream_error_body(outcome.status, outcome.body, (secret,))
@@ -99,6 +138,21 @@ def failure_response(context: AttemptContext) -> tuple[int, bytes, Headers]:
         return 504, error_body(message, "upstream_error", "upstream_timeout"), headers
     message = f"The upstream could not be reached ({outcome.detail})."
     return 502, error_body(message, "upstream_error", "upstream_unreachable"), headers
+
+
+def _earliest_retry_after(context: AttemptContext) -> str | None:
+    """When the first target of the last pass frees up, in whole seconds (§4.8: "the earliest
+    retry-after seen across targets"): each one tried told by its upstream's hint (or by what a
+    restatement rule tells the client), each one excluded by its timer; ``None`` if no target
+    said when."""
+    seconds = [e.retry_after_seconds for e in context.exclusions if e.retry_after_seconds]
+    for target, outcome in context.attempts[context.pass_start :]:
+        verdict = context.verdict(target)
+        if outcome.client_retry_after is not None:
+            seconds.append(float(outcome.client_retry_after))
+        elif verdict is not None and verdict.hint_ms:
+            seconds.append(verdict.hint_ms / 1000)
+    return str(_retry_after_seconds(min(seconds))) if seconds else None
 
 
 def _deadline_exceeded(context: AttemptContext, headers: Headers) -> tuple[int, bytes, Headers]:

@@ -1,12 +1,16 @@
 """``manage.py bench``: direct-vs-gateway latency, throughput and gateway CPU per request, and
-what a fail-over costs.
+what a fail-over and a combo with a failing first target cost.
 
-Three targets: ``direct`` (the fake upstream itself), ``gateway`` (``mock/demo-model`` through
-the gateway: one upstream call) and ``gateway-failover`` (seeddemo's ``demo-failover`` combo:
+Four targets: ``direct`` (the fake upstream itself), ``gateway`` (``mock/demo-model`` through
+the gateway: one upstream call), ``gateway-failover`` (seeddemo's ``demo-failover`` combo:
 its first target always answers 404 ``model_not_found``, which the gateway charges to the
 request without counting or locking anything, so every request calls the failing target and
-then the second one). The fake's ``/_fake/stats`` is read around each run, so the summary
-shows how many upstream calls each request really made.
+then the second one) and ``gateway-combo`` (a priority combo of three targets, created through
+the management API as an operator would: the first always answers 503, the second and third
+answer; the gateway counts the 503s against that one (connection, model) pair, takes it out
+after ``availability.consecutiveFailures`` of them and probes it again when its lock ends, so
+most requests skip it without a call). The fake's ``/_fake/stats`` is read around each run, so
+the summary shows how many upstream calls each request really made.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
@@ -37,7 +42,8 @@ from routing.loadgen import (
 )
 from routing.management.commands.seeddemo import FAILOVER_COMBO
 
-GATEWAY, FAILOVER = "gateway", "gateway-failover"
+GATEWAY, FAILOVER, COMBO = "gateway", "gateway-failover", "gateway-combo"
+BENCH_COMBO, BENCH_MODEL = "bench-priority", "bench-model"
 Target = tuple[str, str, dict[str, str]]  # URL, model, headers
 
 HEADER = (
@@ -80,6 +86,41 @@ def _failover_line(gateway: RunResult, failover: RunResult) -> str:
         f" upstream calls/request {calls or 0:.2f}"
         f" ({failover.upstream_failed} of {failover.upstream_calls} calls failed)"
     )
+
+
+def _combo_line(direct: RunResult, gateway: RunResult, combo: RunResult) -> str:
+    """What the combo adds to a direct call (as the gateway rows say it), what it adds to a
+    single-model gateway request, and how many upstream calls each of its requests made."""
+    cpu = (combo.cpu_ms_per_request or 0) - (gateway.cpu_ms_per_request or 0)
+    return (
+        f"combo {_added_line(direct, combo)};"
+        f" over the single-model row: p50 {combo.p50_ms - gateway.p50_ms:+.2f} ms,"
+        f" CPU {cpu:+.2f} ms/request; upstream calls/request {combo.calls_per_request or 0:.2f}"
+        f" ({combo.upstream_failed} of {combo.upstream_calls} calls failed)"
+    )
+
+
+def _seed_combo(gateway_url: str, fake: str, key: str) -> None:
+    """Through the management API: three ``mock`` connections and a priority combo over them,
+    the first target on the fake's ``/s/status=503`` scenario (a 503 for every call)."""
+    connections = [
+        ("bench-down", f"{fake}/s/status=503/v1", "bench-down"),
+        ("bench-up-1", f"{fake}/v1", BENCH_MODEL),
+        ("bench-up-2", f"{fake}/v1", BENCH_MODEL),
+    ]
+    auth = {"authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=gateway_url, headers=auth, timeout=10) as api:
+        targets = []
+        for priority, (name, url, model) in enumerate(connections, start=40):
+            made = api.post(
+                "/api/connections/",
+                json={"provider": "mock", "name": name, "priority": priority, "base_url": url,
+                      "secret": "bench-upstream-secret", "served_models": [model]},
+            )  # fmt: skip
+            made.raise_for_status()
+            targets.append({"provider": "mock", "model": model, "connection": made.json()["id"]})
+        combo = {"name": BENCH_COMBO, "strategy": "priority", "targets": targets}
+        api.post("/api/combos/", json=combo).raise_for_status()
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +170,13 @@ class Command(BaseCommand):
             spawned(fake_argv, env, fake_port),
             spawned(manage("serve", "--port", str(gw_port)), env, gw_port) as gateway,
         ):
+            _seed_combo(f"http://127.0.0.1:{gw_port}", fake, key)
             gw_url, auth = f"http://127.0.0.1:{gw_port}/v1/chat/completions", f"Bearer {key}"
             targets: dict[str, Target] = {
                 "direct": (f"{fake}/v1/chat/completions", "demo-model", {}),
                 GATEWAY: (gw_url, "mock/demo-model", {"authorization": auth}),
                 FAILOVER: (gw_url, FAILOVER_COMBO, {"authorization": auth}),
+                COMBO: (gw_url, BENCH_COMBO, {"authorization": auth}),
             }
             setup = _Setup(gateway.pid, fake, options["duration"], options["max_requests"])
             results = asyncio.run(self._measure(targets, levels, setup))
@@ -191,6 +234,12 @@ class Command(BaseCommand):
             )
             if gateway and failover:
                 lines.append(_failover_line(gateway, failover))
+        for stream, concurrency in keys:
+            direct, gateway, combo = (
+                runs.get((stream, concurrency, label)) for label in ("direct", GATEWAY, COMBO)
+            )
+            if direct and gateway and combo:
+                lines.append(_combo_line(direct, gateway, combo))
         return "\n".join(lines)
 
     def _record(self, table: str, summary: str, options: dict[str, Any]) -> None:
