@@ -1,15 +1,10 @@
 """The attempt loop: try a plan's targets in order until one answers.
 
-Later mechanisms plug in at three seams (``routing.seams``), without touching the loop:
-
-* an **eligibility filter** looks at a target before dispatch and may exclude it with a reason
-  and the class of the timer behind it (breaker open, connection cooling down, pair locked,
-  lease fence, ...). Exclusions are kept and explain the routing decision to the client.
-* a **holder** grants what an attempt holds while it runs (a semaphore slot, a place in the
-  local request queue), released exactly once; its refusal is a local, request-scoped error
-  the loop fails over on and never records;
-* an **outcome recorder** sees every attempt's outcome; the first one hands it to the
-  resilience attribution service, whose verdict says whether the loop moves on.
+Later mechanisms plug in at its seams (``routing.seams``), without touching the loop: eligibility
+filters (their exclusions explain the decision to the client), holders (what an attempt holds
+while it runs; a refusal is request-scoped), outcome recorders (the first hands the outcome to
+the resilience attribution service, whose verdict says whether the loop moves on), and per
+request a payload rewrite, finishers and a keep-alive before each wait.
 
 The order of last resorts (spec decisions 14, 15, 20): the attempt policy on the current
 target (a retry with backoff, or waiting out a short ``Retry-After``:
@@ -47,11 +42,13 @@ from routing.payload import encode_for_target
 from routing.seams import (
     EligibilityFilter,
     Exclusion,
+    Finisher,
     Held,
     Holder,
     HoldRefused,
     OutcomeRecorder,
     Restater,
+    Rewrite,
     execution_limit,
     keep_local,
     release_all,
@@ -102,8 +99,9 @@ class AttemptContext:
     waited_ms: float = 0.0
     before_wait: Callable[[], Awaitable[None]] = no_keep_alive  # a stream's keep-alive
     pass_start: int = 0  # where the current pass's attempts begin
-    on_finish: list[Callable[[], None]] = field(default_factory=list)  # when the request ends
+    on_finish: list[Finisher] = field(default_factory=list)  # run when the request ends
     notes: list[str] = field(default_factory=list)  # decision-header parts (routing.preludes)
+    rewrite: Rewrite | None = None  # what a strategy changes in the payload per target
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
@@ -285,6 +283,8 @@ class AttemptLoop:
         payload: dict[str, object],
         holds: list[Held],
     ) -> AttemptResult:
+        if context.rewrite is not None:
+            payload = context.rewrite(payload, target)
         body = encode_for_target(payload, target)
         limits, first_token = limits_for(target, context)
         execution = execution_limit(holds)
@@ -338,7 +338,7 @@ class AttemptLoop:
     async def _panic(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Decision 15: every target excluded by self-set timers only → one attempt anyway, on
         the target whose timer ends first (it is also that timer's probe)."""
-        exclusions = context.exclusions
+        exclusions = [e for e in context.exclusions if not e.held_back]
         if not context.snapshot.availability.panic_enabled or not exclusions:
             return AttemptResult()
         if not all(e.panic_overridable for e in exclusions):

@@ -21,10 +21,14 @@ The model catalog gives the prices and context windows, the configuration snapsh
 steps; the request's headers its mode and budget (``routing.domain.auto_request``), its body
 its size. Exclusions last at most ``availability.transientCooldownCapMs`` (spec decision 16).
 
-The order returned is the decision's, then the targets whose provider breaker is OPEN: the
-breaker filter skips them without a call and explains them in the answer (a 503
-``provider_circuit_open`` when nothing else could serve). Targets over the client's budget or
-excluded for a low score are left out.
+The combo's options give the mode (``mode``; a request's ``X-OmniRoute-Mode`` header wins),
+custom ``weights`` and the ``explorationRate``.
+
+The order returned is the decision's, then the targets excluded for a low score (availability
+first: a poor target is still better than no answer once the others failed), then those whose
+provider breaker is OPEN: the breaker filter skips them without a call and explains them in
+the answer (a 503 ``provider_circuit_open`` when nothing else could serve). Targets over the
+client's budget are left out.
 """
 
 from __future__ import annotations
@@ -41,18 +45,29 @@ from routing.admission.gates import _PREFIX as GATE_PREFIX  # the gates' semapho
 from routing.attempts import AttemptContext
 from routing.domain.auto_exclusion import ExclusionRecord, capped_policy
 from routing.domain.auto_factors import AutoSignals, build_candidates
-from routing.domain.auto_request import AutoMode, parse_auto_headers, request_profile
-from routing.domain.auto_scoring import CIRCUIT_OPEN, AutoDecision, LastKnownGood, auto_order
+from routing.domain.auto_request import (
+    MODE_ALIASES,
+    AutoMode,
+    parse_auto_headers,
+    request_profile,
+)
+from routing.domain.auto_scoring import (
+    CIRCUIT_OPEN,
+    LOW_SCORE,
+    AutoDecision,
+    LastKnownGood,
+    auto_order,
+)
+from routing.domain.combo_options import DEFAULT_OPTIONS
 from routing.domain.planning import Target
+from routing.domain.quota import quota_key
 from routing.domain.quota_share import execution_key
 from routing.guards.admission import connection_gate
-from routing.guards.combo_metrics import metrics_key
+from routing.guards.combo_metrics import lkgp_key, metrics_key
 from routing.guards.tool_limit import _key as tool_limit_key  # where the limit is learnt
 
 rng: random.Random = random.Random()  # exploration's randomness: tests fix it
 EXCLUSION_PREFIX = "auto-exclusion:"
-LKGP_PREFIX = "lkgp:"
-QUOTA_PREFIX = "quota-snapshot:"
 EXCLUSION_MEMORY_SECONDS = 3600.0  # how long a level is remembered after its exclusion ends
 EPOCH_MS_THRESHOLD = 1e11  # a reset time above this is in milliseconds
 
@@ -60,14 +75,6 @@ EPOCH_MS_THRESHOLD = 1e11  # a reset time above this is in milliseconds
 def exclusion_key(combo: str, key: str) -> str:
     """The store key of the auto exclusion of execution key ``key`` in ``combo``."""
     return f"{EXCLUSION_PREFIX}{combo}:{key}"
-
-
-def lkgp_key(combo: str) -> str:
-    return f"{LKGP_PREFIX}{combo}"
-
-
-def quota_key(connection_id: int) -> str:
-    return f"{QUOTA_PREFIX}{connection_id}"
 
 
 async def auto_targets(
@@ -81,8 +88,9 @@ async def auto_targets(
     decision's order, then the targets whose provider breaker is OPEN (see the module
     docstring). Raises as :func:`auto_decision` does."""
     decision = await auto_decision(context, store, headers, payload=payload)
+    poor = tuple(e.target for e in decision.excluded if e.reason == LOW_SCORE)
     opened = tuple(e.target for e in decision.excluded if e.reason == CIRCUIT_OPEN)
-    return decision.ordered + opened
+    return decision.ordered + poor + opened
 
 
 async def auto_decision(
@@ -104,10 +112,13 @@ async def auto_decision(
     now = store.clock()
     signals, lkg = await _gather(context, store, combo, now)
     request = request_profile(payload or {}, context.tools)
+    info = context.snapshot.combos.get(context.plan.combo or "")
+    settings = info.options if info is not None else DEFAULT_OPTIONS
     decision = auto_order(
-        build_candidates(signals, request), None, options.mode or AutoMode.RULES, rng,
+        build_candidates(signals, request), settings.weight_map,
+        options.mode or MODE_ALIASES.get(settings.mode, AutoMode.RULES), rng,
         now=now, policy=capped_policy(context.snapshot.availability.transient_cap_seconds),
-        budget=options.budget, lkg=lkg,
+        budget=options.budget, lkg=lkg, exploration_rate=settings.exploration_rate,
     )  # fmt: skip
     await _keep_records(store, combo, decision, now)
     return decision

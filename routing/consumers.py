@@ -1,40 +1,31 @@
 """The /v1 proxy: thin async consumers over the attempt loop.
 
-Each consumer authenticates against the in-process snapshot, resolves the model, runs the
-attempt loop, and relays the winner. While the upstream is being asked or streamed, the relay
-races the client's ``http.disconnect`` so that a client that leaves cancels the upstream request
-at once (Channels dispatches one message at a time, so ``handle()`` would never see it).
+Each consumer authenticates against the in-process snapshot, resolves the model, orders a
+combo's targets by its strategy, runs the attempt loop (or a fusion or pipeline prelude), and
+relays the winner. While the upstream is being asked or streamed, the relay races the client's
+``http.disconnect`` (``routing.proxy``) so that a client that leaves cancels the upstream
+request at once.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import secrets
 import time
 from typing import Any
 
-from channels.exceptions import StopConsumer
-from channels.generic.http import AsyncHttpConsumer
-from django.conf import settings
-from django.utils import timezone
-
 from resilience.domain.attempt_policy import AttemptPolicy, deadline_ms
 from resilience.services.housekeeping import resilience_ready
-from resilience.state import get_store
 from resilience.store import StateStore
-from routing import attempts
+from routing import attempts, context_relay
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
-from routing.domain.auth import authenticate, presented_key
 from routing.domain.catalog import model_detail, model_list
-from routing.domain.config import ConfigSnapshot, KeyInfo
-from routing.domain.endpoints import CHAT_COMPLETIONS, MESSAGES, Endpoint
+from routing.domain.endpoints import MESSAGES, Endpoint
 from routing.domain.errors import GatewayError
 from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
 from routing.preludes import Answer, prelude_for
+from routing.proxy import JSON, ProxyConsumer
 from routing.recovery import StreamRelay
 from routing.relay import (
     KEEP_ALIVE,
@@ -47,17 +38,11 @@ from routing.relay import (
     with_warnings,
 )
 from routing.response_pins import pinned_plan, remember, response_id
-from routing.snapshot import current_snapshot
 from routing.strategies import order_targets
 from routing.upstream import Forwarded, Upstream
 
-logger = logging.getLogger(__name__)
-
-JSON = b"application/json"
 DEADLINE_HEADER = b"x-omniroute-deadline-ms"
 ANTHROPIC_VERSION = b"anthropic-version"
-NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
-_default_upstream = Upstream()
 
 
 _loops: dict[tuple[int, int], tuple[Upstream, StateStore, AttemptLoop]] = {}
@@ -74,154 +59,6 @@ def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
     )  # fmt: skip
     _loops[(id(upstream), id(store))] = (upstream, store, loop)
     return loop
-
-
-class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsumer is Any
-    """Common shell: method check, body limit, auth, errors, request id."""
-
-    allowed_methods: tuple[str, ...] = ("POST",)
-    endpoint: Endpoint = CHAT_COMPLETIONS  # whose error shape this consumer answers in
-    # The proxy needs no channel layer; skipping it saves a channel per request.
-    channel_layer_alias = NO_CHANNEL_LAYER
-
-    def __init__(
-        self,
-        *args: Any,
-        upstream: Upstream | None = None,
-        store: StateStore | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.upstream = upstream or _default_upstream
-        self.store = store or get_store()
-        self.request_id = secrets.token_hex(12)
-        self.body_size = 0
-        self.rejected = False
-        self.started = False  # whether the response has begun (no error body after that)
-        self._working = False  # race_disconnect's work is running
-        self._client_left = False  # the client disconnected while it was
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        self._receive = receive  # kept so the relay can watch for http.disconnect
-        await super().__call__(scope, receive, send)
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # The hot path never touches the database, so skip Channels' per-message
-        # close_old_connections thread hop; snapshot rebuilds use resilience.db.db_sync_to_async.
-        handler = getattr(self, message["type"].replace(".", "_"), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
-
-    async def http_request(self, message: dict[str, Any]) -> None:
-        if not self.rejected:
-            self.body_size += len(message.get("body", b""))
-            if self.body_size > settings.MAX_BODY_BYTES:
-                self.rejected = True
-                self.body: list[bytes] = []
-                await self.send_error(_too_large())
-        if self.rejected:
-            if not message.get("more_body"):
-                raise StopConsumer()
-            return
-        await super().http_request(message)
-
-    async def handle(self, body: bytes) -> None:
-        try:
-            self.endpoint = self.error_shape()
-            self._check_method()
-            await self.serve(body)
-        except GatewayError as error:
-            await self.send_error(error)
-        except Exception:  # never daphne's HTML 500: a JSON error while nothing was sent yet
-            logger.exception("request %s failed", self.request_id)
-            if not self.started:
-                await self.send_error(_internal_error())
-
-    async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
-        self.started = True
-        await super().send_headers(status=status, headers=headers)
-
-    async def serve(self, body: bytes) -> None:
-        raise NotImplementedError
-
-    def error_shape(self) -> Endpoint:
-        """The client API whose error shape every answer of this request takes."""
-        return self.endpoint
-
-    def _check_method(self) -> None:
-        if self.scope["method"] not in self.allowed_methods:
-            allowed = ", ".join(self.allowed_methods)
-            raise GatewayError(
-                405,
-                "method_not_allowed",
-                f"Method {self.scope['method']} is not allowed here; use {allowed}.",
-                headers={"allow": allowed},
-            )
-
-    async def authenticated(self) -> tuple[ConfigSnapshot, KeyInfo]:
-        snapshot = await current_snapshot()
-        key = authenticate(snapshot, presented_key(self.scope["headers"]), timezone.now())
-        return snapshot, key
-
-    async def send_error(self, error: GatewayError) -> None:
-        headers = [(b"content-type", JSON)]
-        headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
-        await self.send_error_body(error.status, error.body(), headers)
-
-    async def send_error_body(
-        self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]
-    ) -> None:
-        """An error answer, in the client API's own error shape."""
-        body = self.endpoint.render_error(status, body)
-        await self.send_response(status, body, headers=headers + self.base_headers())
-
-    def base_headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"x-omniroute-request-id", self.request_id.encode())]
-
-    async def race_disconnect(self, work: Any) -> None:
-        """Run ``work`` until done or until the client disconnects (then cancel it).
-
-        ``work`` runs in this task; a watcher task cancels this task when ``http.disconnect``
-        arrives while ``work`` is still running, and that one cancellation is absorbed here.
-        (One task and no ``asyncio.wait`` per request: this runs on every proxied request.)
-        """
-        current = asyncio.current_task()
-        assert current is not None
-        self._working = True
-        watcher = asyncio.ensure_future(self._cancel_on_disconnect(current))
-        try:
-            await work
-        except asyncio.CancelledError:
-            if not self._client_left:
-                raise  # cancelled from outside (server shutdown): not ours to absorb
-            current.uncancel()
-        finally:
-            self._working = False
-            watcher.cancel()
-
-    async def _cancel_on_disconnect(self, task: asyncio.Task[Any]) -> None:
-        while True:
-            message = await self._receive()
-            if message["type"] == "http.disconnect":
-                break
-        if self._working:
-            self._client_left = True
-            task.cancel()
-
-
-def _internal_error() -> GatewayError:
-    return GatewayError(
-        500, "internal_error", "The gateway failed to handle this request.",
-        error_type="server_error",
-    )  # fmt: skip
-
-
-def _too_large() -> GatewayError:
-    limit = settings.MAX_BODY_BYTES
-    return GatewayError(
-        413, "request_too_large", f"The request body exceeds the limit of {limit} bytes."
-    )
 
 
 class RelayConsumer(ProxyConsumer):
@@ -245,12 +82,17 @@ class RelayConsumer(ProxyConsumer):
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
         )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
-        await order_targets(context, self.store)
+        await order_targets(context, self.store, request.payload, self.scope["headers"])
+        await context_relay.prepare(
+            context, self.store, self.upstream, request.payload, self.scope["headers"]
+        )
         try:
             await self.race_disconnect(self._dispatch(context, request))
         finally:
             for finish in context.on_finish:
-                finish()
+                done = finish()
+                if done is not None:
+                    await done
 
     def _deadline_ms(self, policy: AttemptPolicy) -> int:
         header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)

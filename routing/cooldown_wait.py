@@ -78,13 +78,15 @@ def wait_reason(timer: TimerClass, cause: str) -> str | None:
 
 def _timers(context: AttemptContext) -> list[Timer] | None:
     """Each target's timer as the last pass left it (excluded by one, or failed setting one);
-    ``None`` when some target has none."""
+    ``None`` when some target has none. A fallback-only step kept back is no target here."""
     excluded = {(e.target.connection.id, e.target.model): e for e in context.exclusions}
     tried = {(t.connection.id, t.model) for t, _ in context.attempts[context.pass_start :]}
     timers: list[Timer] = []
     for target in context.plan.targets:
         pair = (target.connection.id, target.model)
         exclusion = excluded.get(pair)
+        if exclusion is not None and exclusion.held_back:  # waits its turn, not a timer
+            continue
         if exclusion is not None and exclusion.retry_after_seconds:
             cause = _lock_reason(context, target) if exclusion.reason == LOCKED else ""
             timers.append((exclusion.retry_after_seconds, TimerClass(exclusion.timer), cause))

@@ -42,11 +42,15 @@ def with_warnings(body: bytes, warnings: tuple[str, ...]) -> bytes:
 
 
 def decision_header(context: AttemptContext, target: Target | None) -> bytes:
-    """``X-OmniRoute-Decision``: strategy, provider, latency, attempts and exclusions."""
+    """``X-OmniRoute-Decision``: strategy, target, latency, attempts, exclusions and the
+    targets planning skipped."""
     latency_ms = int((time.monotonic() - context.started) * 1000)
     parts = [f"strategy={context.plan.strategy}", *context.notes]  # a prelude's: panel, stages
     if target is not None:
-        parts += [f"provider={target.provider.slug}", f"connection={target.connection.id}"]
+        parts += [
+            f"target={target.label}", f"provider={target.provider.slug}",
+            f"connection={target.connection.id}",
+        ]  # fmt: skip
     parts += [f"latency_ms={latency_ms}", f"attempts={len(context.attempts)}"]
     if context.panic:  # every target was excluded by self-set timers (spec decision 15)
         parts.append("panic=1")
@@ -54,6 +58,10 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
         parts.append(f"fallback={context.fallback}")
     if context.exclusions:
         parts.append("excluded=" + ",".join(e.describe() for e in context.exclusions))
+    if context.plan.skipped:  # planning's: the catalog says they cannot take this request
+        parts.append("skipped=" + ",".join(
+            f"{t.label}@{t.connection.id}:{reasons}" for t, reasons in context.plan.skipped
+        ))  # fmt: skip
     return "; ".join(parts).encode()
 
 

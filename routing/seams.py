@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -20,6 +20,7 @@ from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from routing.domain.admission import local_error_body
 from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.planning import Target
+from routing.domain.vocabulary import ExclusionReason
 
 if TYPE_CHECKING:
     from routing.attempts import AttemptContext
@@ -41,6 +42,12 @@ class Exclusion:
     def panic_overridable(self) -> bool:
         return self.timer in PANIC_OVERRIDABLE
 
+    @property
+    def held_back(self) -> bool:
+        """Kept for later by its strategy (a fallback-only step), not by any timer: the panic
+        attempt and the cooldown wait look past it."""
+        return self.reason == ExclusionReason.FALLBACK_ONLY
+
 
 class EligibilityFilter(Protocol):
     """Decides, before dispatch, whether a target may be tried now."""
@@ -56,6 +63,12 @@ class OutcomeRecorder(Protocol):
 
 Restater = Callable[[Target, Outcome, "AttemptContext"], Outcome]
 """Rewrites a failed outcome before anything reads it (status restatement)."""
+
+Rewrite = Callable[[dict[str, object], Target], dict[str, object]]
+"""What a strategy changes in the client's payload for one target (a context handoff)."""
+
+Finisher = Callable[[], Awaitable[None] | None]
+"""Run once when the request ends (a strategy's slot released, its sticky state settled)."""
 
 
 class Held(Protocol):

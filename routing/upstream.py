@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -311,8 +311,24 @@ async def _read(
             await response.aclose()
             return broken.outcome(_elapsed_ms(started), started=True), None
         reply = UpstreamReply(response.status_code, content_type, head, response, events)
-    outcome = Outcome(OutcomeKind.SUCCESS, response.status_code, latency_ms=_elapsed_ms(started))
+    quota = rate_limit_headers(response.headers.items())
+    outcome = Outcome(
+        OutcomeKind.SUCCESS, response.status_code, quota, latency_ms=_elapsed_ms(started)
+    )
     return outcome, reply
+
+
+RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+
+
+def rate_limit_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The rate-limit headers of a success (lower-cased), which the quota snapshots read; the
+    rest of a success's headers are not kept."""
+    return {
+        lowered: value
+        for name, value in items
+        if (lowered := name.lower()).startswith(RATE_LIMIT_PREFIXES)
+    }
 
 
 def _execution_timeout(seconds: float, started: float) -> Outcome:

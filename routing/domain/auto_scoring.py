@@ -350,11 +350,13 @@ def auto_order(
     budget: Budget | None = None,
     lkg: LastKnownGood | None = None,
     sla: SlaTarget = DEFAULT_SLA,
+    exploration_rate: float | None = None,
 ) -> AutoDecision:
     """One request's order of an ``auto`` combo's candidates (see the module docstring).
     ``weights``: the combo's custom weights (``None``: the defaults); ``now``: epoch seconds,
-    compared with the exclusion records. Raises 402 ``budget_exceeded`` (a ``GatewayError``)
-    for a strict budget no candidate fits."""
+    compared with the exclusion records; ``exploration_rate``: the combo's (``None``: the
+    mode's default). Raises 402 ``budget_exceeded`` (a ``GatewayError``) for a strict budget no
+    candidate fits."""
     active = mode_weights(mode, weights)
     scores = {c.key: score(c, active) for c in candidates}
     pool, excluded, cheapest_first = list(candidates), list[Excluded](), False
@@ -374,6 +376,8 @@ def auto_order(
         ranked = order_by_mode(pool, scores, mode, lkg=lkg, sla=sla)
     incident = incident_mode(candidates)
     rate = SMART_EXPLORATION_RATE if mode is AutoMode.SMART else EXPLORATION_RATE
+    if exploration_rate is not None and mode is not AutoMode.SMART:
+        rate = exploration_rate
     ordered, explored = explore([c.target for c in ranked], rng, 0.0 if incident else rate)
     return AutoDecision(
         ordered, tuple(excluded), explored, MappingProxyType(scores),

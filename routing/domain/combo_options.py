@@ -31,7 +31,18 @@ COMMON = "*"  # the pseudo-strategy whose keys every strategy takes
 _SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")  # as Django's SlugField, which provider slugs are
 _WORD_START = re.compile(r"(?<!^)(?=[A-Z])")
 
-AUTO_MODES = ("rules", "score", "cost", "eco", "latency", "fast", "sla-aware", "sla", "lkgp")
+AUTO_MODES = (
+    "rules",
+    "score",
+    "smart",
+    "cost",
+    "eco",
+    "latency",
+    "fast",
+    "sla-aware",
+    "sla",
+    "lkgp",
+)
 # The auto strategy's scoring factors (reference-part2 §7.2 item 14), as its weights name them.
 AUTO_FACTORS = (
     "quota", "health", "costInv", "latencyInv", "taskFit", "stability", "tierPriority",

@@ -65,10 +65,14 @@ class FusionSettings:
 
 
 def fusion_settings(combo: ComboInfo | None) -> FusionSettings:
-    """The fusion settings of ``combo``: the module defaults until combos carry options (the
-    one place to read ``judgeModel``, ``minPanel``, ``stragglerGraceMs`` and
-    ``panelHardTimeoutMs`` from them)."""
-    return FusionSettings()
+    """The fusion settings of ``combo``, from its options (the defaults without a combo)."""
+    if combo is None:
+        return FusionSettings()
+    options = combo.options
+    return FusionSettings(
+        options.judge_model or None, options.min_panel, options.straggler_grace_ms,
+        options.panel_hard_timeout_ms,
+    )  # fmt: skip
 
 
 def groups(targets: Sequence[Target]) -> tuple[tuple[Target, ...], ...]:

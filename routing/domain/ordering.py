@@ -37,6 +37,10 @@ from routing.domain.quota_share import execution_key
 UNKNOWN_SUCCESS_SCORE = 0.5  # p2c: successRate / 100 when the success rate is unknown
 UNKNOWN_LATENCY_SCORE = 0.25  # p2c: the latency term when the latency is unknown or <= 0
 HALF_OPEN_PENALTY = 0.25  # p2c: subtracted from a target whose breaker is HALF_OPEN
+P2C_TIE_BAND = 0.02  # p2c: scores this close are a tie (about 2 points of success rate)
+P2C_LATENCY_TIE_MS = 250.0  # p2c: latencies this close (or 25 % apart) are a tie: LLM calls take s
+P2C_LATENCY_TIE_SHARE = 0.25
+P2C_MIN_SAMPLES = 5  # p2c: a target with fewer requests is not judged by its metrics yet
 
 __all__ = [
     "Deck",
@@ -169,6 +173,7 @@ class TargetMetrics:
     success_rate: float | None
     avg_latency_ms: float | None
     breaker: str = BreakerState.CLOSED
+    count: int = 0  # requests it served for the combo
 
 
 def p2c_score(metrics: TargetMetrics | None) -> float:
@@ -191,26 +196,79 @@ def p2c_score(metrics: TargetMetrics | None) -> float:
     return score
 
 
+def p2c_comparable(a: TargetMetrics | None, b: TargetMetrics | None) -> bool:
+    """Whether two targets are a p2c tie: scores within :data:`P2C_TIE_BAND`; one not measured
+    yet (fewer than :data:`P2C_MIN_SAMPLES` requests: it must be tried to be known) and
+    neither breaker OPEN; or the same
+    breaker state and success rates within 2 points with latencies within
+    :data:`P2C_LATENCY_TIE_MS` or 25 % of each other (the latency term of the score is steep
+    at a few milliseconds, where such differences are noise)."""
+    if abs(p2c_score(a) - p2c_score(b)) <= P2C_TIE_BAND:
+        return True
+    if _unmeasured(a) or _unmeasured(b):  # nothing known yet: its turn comes by its count
+        return not _open(a) and not _open(b)
+    assert a is not None and b is not None
+    if a.breaker != b.breaker or a.breaker == BreakerState.OPEN:
+        return False
+    rates = (a.success_rate, b.success_rate)
+    if None in rates or abs((rates[0] or 0) - (rates[1] or 0)) > 100 * P2C_TIE_BAND:
+        return rates == (None, None) and _latency_tie(a, b)
+    return _latency_tie(a, b)
+
+
+def _unmeasured(metrics: TargetMetrics | None) -> bool:
+    """Too few requests to judge it by (a first call pays for a cold connection)."""
+    if metrics is None or (metrics.success_rate is None and metrics.avg_latency_ms is None):
+        return True
+    return 0 < metrics.count < P2C_MIN_SAMPLES
+
+
+def _open(metrics: TargetMetrics | None) -> bool:
+    return metrics is not None and metrics.breaker == BreakerState.OPEN
+
+
+def _latency_tie(a: TargetMetrics, b: TargetMetrics) -> bool:
+    la, lb = a.avg_latency_ms, b.avg_latency_ms
+    if la is None or lb is None:
+        return la is None and lb is None
+    return abs(la - lb) <= max(P2C_LATENCY_TIE_MS, P2C_LATENCY_TIE_SHARE * min(la, lb))
+
+
 def p2c(
     targets: Sequence[Target], rng: RandomSource, metrics: Mapping[str, TargetMetrics]
 ) -> tuple[Target, ...]:
-    """P2C (power of two choices): pick two distinct random indices, put the one with the
-    higher ``p2c_score`` first (tie: the first pick), the other second, then every other
-    target in declared order. ``metrics`` is keyed by ``execution_key``.
+    """P2C (power of two choices): two distinct picks, the one with the higher ``p2c_score``
+    first, the other second, then every other target in declared order. ``metrics`` is keyed
+    by ``execution_key``.
 
-    Two ``rng.random()`` calls: the first pick is ``_index(rng, N)``, the second is
-    ``_index(rng, N - 1)``, shifted up by one when it is at or past the first (so they differ).
-    With one target (or none) nothing is drawn.
+    The first pick is any target; the second is drawn among the *other* targets that served
+    the fewest requests (all of them while the counts are equal). Scores within
+    :data:`P2C_TIE_BAND` of each other, or of like success and latency
+    (:func:`p2c_comparable`), are a tie, which the pick that served fewer requests wins (equal
+    counts: the first pick). So a clearly better target still wins its pair, and
+    healthy targets of similar latency share the load evenly: at one request at a time none
+    is ever more than one request ahead of another (two uniform picks drift several apart).
+
+    Two ``rng.random()`` calls: ``_index(rng, N)`` for the first pick, then ``_index(rng, k)``
+    over the k candidates for the second, in declared order. With one target (or none)
+    nothing is drawn.
     """
     if len(targets) < 2:
         return tuple(targets)
+    known = [metrics.get(execution_key(t)) for t in targets]
+    counts = [m.count if m is not None else 0 for m in known]
     first = _index(rng, len(targets))
-    second = _index(rng, len(targets) - 1)
-    if second >= first:
-        second += 1
-    score_first = p2c_score(metrics.get(execution_key(targets[first])))
-    score_second = p2c_score(metrics.get(execution_key(targets[second])))
-    if score_second > score_first:
+    others = [i for i in range(len(targets)) if i != first]
+    fewest = min(counts[i] for i in others)
+    pool = [i for i in others if counts[i] == fewest]
+    second = pool[_index(rng, len(pool))]
+    known_first, known_second = known[first], known[second]
+    score_first, score_second = p2c_score(known_first), p2c_score(known_second)
+    if p2c_comparable(known_first, known_second):  # a tie: the less used first
+        count_first = known_first.count if known_first else 0
+        if (known_second.count if known_second else 0) < count_first:
+            first, second = second, first
+    elif score_second > score_first:
         first, second = second, first
     rest = (t for i, t in enumerate(targets) if i not in (first, second))
     return (targets[first], targets[second], *rest)

@@ -97,6 +97,17 @@ class QuotaSnapshot:
             "taken_at": self.taken_at,
         }
 
+    def as_of(self, now: float) -> QuotaSnapshot:
+        """The snapshot as it stands at ``now`` (epoch seconds): a window whose reset has
+        passed is unused again, and the limit stays reached only while a window is full."""
+        given = self.windows.items()
+        passed = {n for n, w in given if w.reset_at is not None and w.reset_at <= now}
+        if not passed:
+            return self
+        windows = {n: QuotaWindow(0.0, None) if n in passed else w for n, w in given}
+        full = any((w.percent_used or 0.0) >= 1.0 for w in windows.values())
+        return _snapshot(windows, self.limit_reached and full, self.taken_at)
+
     @classmethod
     def from_record(cls, record: object) -> QuotaSnapshot | None:
         """A snapshot from stored data, tolerantly: None unless ``record`` is a mapping with a

@@ -81,16 +81,6 @@ class Strategy(StrEnum):
     QUOTA_SHARE = "quota-share"  # the reference's internal strategy (§3.2), open to operators
 
 
-# Strategies the attempt loop can run today; the rest are refused with a clear message.
-IMPLEMENTED_STRATEGIES = frozenset(
-    {
-        Strategy.PRIORITY, Strategy.FILL_FIRST, Strategy.RANDOM, Strategy.STRICT_RANDOM,
-        Strategy.WEIGHTED, Strategy.ROUND_ROBIN, Strategy.LEAST_USED, Strategy.P2C,
-        Strategy.COST_OPTIMIZED, Strategy.QUOTA_SHARE, Strategy.FUSION, Strategy.PIPELINE,
-    }
-)  # fmt: skip
-
-
 class ExclusionReason(StrEnum):
     """Why the attempt loop skipped a target without trying it (reference-part2 §7.3)."""
 
@@ -100,3 +90,4 @@ class ExclusionReason(StrEnum):
     MODEL_LOCKOUT = "model_lockout"
     UNAVAILABLE = "unavailable"
     TOOL_LIMIT = "tool_limit"  # the request declares more tools than the target takes
+    FALLBACK_ONLY = "fallback_only"  # a priority step kept for when quota runs out earlier

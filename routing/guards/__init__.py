@@ -7,10 +7,12 @@ from routing.attempts import EligibilityFilter, OutcomeRecorder
 from routing.guards.admission import ConcurrencyHolder, RequestQueueHolder
 from routing.guards.attribution import AttributionRecorder
 from routing.guards.breaker import BreakerFilter
-from routing.guards.combo_metrics import ComboMetricsRecorder
+from routing.guards.combo_metrics import ComboMetricsRecorder, LastKnownGoodRecorder
 from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
+from routing.guards.fallback_only import FallbackOnlyFilter
 from routing.guards.lockout import ModelLockoutFilter
+from routing.guards.quota import QuotaRecorder
 from routing.guards.tool_limit import ToolLimitFilter, ToolLimitRecorder
 from routing.guards.window_gate import WindowGateFilter, WindowGateRecorder
 from routing.seams import Holder
@@ -19,6 +21,7 @@ from routing.seams import Holder
 def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
     """Filters in the order they run; the breaker last, since it may take a probe slot."""
     return (
+        FallbackOnlyFilter(),
         ToolLimitFilter(store),
         ConnectionFilter(store),
         ModelLockoutFilter(store),
@@ -42,4 +45,6 @@ def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:
         WindowGateRecorder(store),
         ToolLimitRecorder(store),
         ComboMetricsRecorder(store),
+        LastKnownGoodRecorder(store),
+        QuotaRecorder(store),
     )

@@ -7,6 +7,8 @@
   (``SEMAPHORE_TIMEOUT``, 503) refuses the attempt, and the loop tries the next target; a
   quota-share dispatch goes ahead without the slot instead (fail-open, §3.3) while
   ``quotaShareConcurrencyLimit.enabled``.
+  A round-robin combo with ``memberConcurrency`` adds a gate per member (§3.5); a member
+  that refuses passes the request to the next one.
 * :class:`RequestQueueHolder`: the local request queue of a connection with rate-limit
   protection (or of every API-key connection with ``requestQueue.autoEnableApiKeyProviders``):
   admission by queue depth before anything else (``RATE_LIMIT_QUEUE_FULL``, 429), then a wait
@@ -31,6 +33,7 @@ from routing.attempts import AttemptContext
 from routing.domain.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FULL
 from routing.domain.admission import check_queue_admission
 from routing.domain.planning import Target
+from routing.domain.quota_share import execution_key
 from routing.domain.vocabulary import ProviderCategory, Strategy
 from routing.seams import Held, HoldRefused
 
@@ -65,6 +68,18 @@ def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requi
     ]
 
 
+def member_requirement(target: Target, context: AttemptContext) -> Requirement | None:
+    """A round-robin combo's gate per member (§3.5), with ``memberConcurrency`` set: the
+    connection's own cap if it has one, else that option (``None``: no such gate)."""
+    plan = context.plan
+    combo = context.snapshot.combos.get(plan.combo or "")
+    cap = combo.options.member_concurrency if combo is not None else 0
+    if plan.strategy != Strategy.ROUND_ROBIN or not cap:
+        return None
+    key = f"rr:{plan.combo}:{execution_key(target)}"
+    return (key, target.connection.max_concurrent or cap)
+
+
 class ConcurrencyHolder:
     """Holds a slot on each of the target's capped gates while the attempt runs."""
 
@@ -74,6 +89,9 @@ class ConcurrencyHolder:
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         items = gate_requirements(target, context.snapshot.request_queue)
+        member = member_requirement(target, context)
+        if member is not None:
+            items.append(member)
         try:
             return await self.gates.acquire(
                 items, holder=f"{context.request_id}:{len(context.attempts)}",

@@ -1,6 +1,7 @@
 """Per-target signals of combos, in the state store: how many requests each target of a combo
 served, how many succeeded, and its latency (an exponentially weighted mean). ``least-used``
-and ``p2c`` read them (``routing.strategies``); single-model requests keep none.
+and ``p2c`` read them (``routing.strategies``); single-model requests keep none. And the
+target that answered last, for the strategies that start from it (``lkgp``, ``auto``).
 
 One record per (combo, execution key) for :data:`METRICS_TTL_SECONDS` after its last update.
 """
@@ -9,11 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from resilience.store import StateStore
+from resilience.store import Json, StateStore
 from routing.attempts import AttemptContext
 from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target
 from routing.domain.quota_share import execution_key
+from routing.domain.vocabulary import Strategy
 
 METRICS_TTL_SECONDS = 7 * 24 * 3600.0
 LATENCY_WEIGHT = 0.2  # of the newest sample in the mean
@@ -50,3 +52,27 @@ class ComboMetricsRecorder:
             metrics_key(combo, target), lambda current: updated(current, ok, latency),
             ttl=METRICS_TTL_SECONDS,
         )  # fmt: skip
+
+
+LKGP_STRATEGIES = frozenset({Strategy.LKGP, Strategy.AUTO})
+LKGP_TTL_SECONDS = 7 * 24 * 3600.0
+
+
+def lkgp_key(combo: str) -> str:
+    """The state-store key of a combo's last-known-good target."""
+    return f"lkgp:{combo}"
+
+
+class LastKnownGoodRecorder:
+    """Remembers, per combo of the strategies that read it (``lkgp``, ``auto``), the provider
+    and connection that answered last: ``{"provider", "connection"}``."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+
+    async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
+        combo = context.plan.combo
+        if combo is None or not outcome.ok or context.plan.strategy not in LKGP_STRATEGIES:
+            return
+        good: Json = {"provider": target.provider.slug, "connection": target.connection.id}
+        await self.store.set(lkgp_key(combo), good, ttl=LKGP_TTL_SECONDS)

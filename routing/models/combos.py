@@ -10,14 +10,15 @@ from resilience.domain.attempt_overrides import attempt_overrides_validate
 from resilience.domain.settings import ROOT_FIELD, SettingsError
 from routing.domain.combo_options import ComboOptionsError, combo_options_validate
 from routing.domain.resolution import MAX_COMBO_DEPTH
-from routing.domain.vocabulary import IMPLEMENTED_STRATEGIES, Strategy
+from routing.domain.vocabulary import Strategy
 
 
 def validate_strategy(value: str) -> None:
-    """Refuse strategies the attempt loop cannot run yet, with a clear message."""
-    if value not in IMPLEMENTED_STRATEGIES:
-        available = ", ".join(sorted(IMPLEMENTED_STRATEGIES))
-        raise ValidationError(f"Strategy '{value}' is not available yet (available: {available}).")
+    """Refuse an unknown strategy, naming the known ones."""
+    known_values = {s.value for s in Strategy}
+    if value not in known_values:
+        known = ", ".join(sorted(known_values))
+        raise ValidationError(f"Unknown strategy '{value}' (known: {known}).")
 
 
 class Combo(models.Model):

@@ -1,6 +1,7 @@
 """Combo strategies that spread load, measured through a real gateway process and the fake
 upstream over HTTP on 127.0.0.1 (1 000 requests each, concurrency 1): weighted 1:1:2 within 5
-percentage points, round-robin exact, least-used never more than one request apart."""
+percentage points, round-robin exact, least-used and p2c never more than one request apart.
+Every answer names the model that answered, not the combo."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def serve(gateway: Gateway, key: str, combo: str) -> list[int]:
         for _ in range(REQUESTS):
             response = client.post("/chat/completions", json=body)
             assert response.status_code == 200, response.text
+            assert response.json()["model"] == "m"  # the answering model, never the combo
             decision = dict(
                 part.split("=", 1) for part in response.headers["x-omniroute-decision"].split("; ")
             )
@@ -70,10 +72,11 @@ def test_round_robin_is_exact(gateway: Gateway, fake: FakeUpstream) -> None:
     assert answered == (rotation * (REQUESTS // 3 + 1))[:REQUESTS]
 
 
-def test_least_used_never_lets_a_target_fall_two_behind(
-    gateway: Gateway, fake: FakeUpstream
+@pytest.mark.parametrize("strategy", ["least-used", "p2c"])
+def test_least_used_and_p2c_never_let_a_target_fall_two_behind(
+    gateway: Gateway, fake: FakeUpstream, strategy: str
 ) -> None:
-    route, combo, key = combo_route(gateway, fake, "least-used")
+    route, combo, key = combo_route(gateway, fake, strategy)
 
     answered = serve(gateway, key, combo)
 

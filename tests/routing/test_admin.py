@@ -310,7 +310,7 @@ def test_combo_change_deletes_a_target(staff_client: Client, combo: Combo) -> No
 @pytest.mark.parametrize(
     ("fields", "row", "error"),
     [
-        ({"strategy": "context-relay"}, {}, "not available yet"),
+        ({"strategy": "no-such-strategy"}, {}, "Select a valid choice"),
         ({}, {"provider": "openai"}, "belongs to another provider"),
     ],
 )

@@ -57,8 +57,8 @@ def test_combo_crud_with_nested_targets(
     assert not Combo.objects.exists()
 
 
-@pytest.mark.parametrize("strategy", ["context-relay", "no-such-strategy"])
-def test_combo_unavailable_strategy_is_400(
+@pytest.mark.parametrize("strategy", ["no-such-strategy", ""])
+def test_combo_unknown_strategy_is_400(
     manage_client: APIClient, connection: ProviderConnection, strategy: str
 ) -> None:
     response = manage_client.post(

@@ -86,8 +86,8 @@ def test_the_handoff_threshold_inside_its_bounds() -> None:
         ("auto", {"explorationRate": "0.1"}, "explorationRate: must be a number"),
         ("auto", {"explorationRate": float("nan")}, "explorationRate: must be a number"),
         ("priority", {"compatFilterFailOpen": 1}, "compatFilterFailOpen: must be true or false"),
-        ("auto", {"mode": "smart"}, "mode: must be one of rules, score, cost, eco, latency, "
-         "fast, sla-aware, sla, lkgp"),
+        ("auto", {"mode": "clever"}, "mode: must be one of rules, score, smart, cost, eco, "
+         "latency, fast, sla-aware, sla, lkgp"),
         ("reset-window", {"resetWindowWindows": []}, "resetWindowWindows: must be a non-empty "
          "list of session, weekly, monthly"),
         ("reset-window", {"resetWindowWindows": ["daily"]}, "resetWindowWindows: must be a "

@@ -203,7 +203,7 @@ async def test_the_query_guard_catches_a_cold_snapshot_build(
     """Shows ``no_queries`` works across threads, so the next test can trust it."""
     fake = FakeUpstream({UPSTREAM_SECRET: ok})
 
-    with no_queries(), patch("routing.consumers.logger") as log:
+    with no_queries(), patch("routing.proxy.logger") as log:
         reply = await call(fake, plain_key, chat())
     # The guard's AssertionError reached the consumer, which answered a JSON 500 and logged it.
     assert reply.status == 500 and reply.json()["error"]["code"] == "internal_error"

@@ -60,6 +60,8 @@ async def test_a_model_too_small_for_the_prompt_is_never_asked(
 
     assert reply.status == 200
     assert gateway.fake.sent == [(PRIMARY, "large")]
+    primary = reply.connection
+    assert reply.decision()["skipped"] == f"acme/small@{primary}:context_window"
 
 
 async def test_a_prompt_too_big_for_every_target_is_404_without_an_upstream_call(

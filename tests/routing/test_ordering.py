@@ -14,6 +14,7 @@ import pytest
 from resilience.domain.breaker_state import BreakerState
 from routing.domain.config import ConnectionInfo, ProviderInfo
 from routing.domain.ordering import (
+    P2C_TIE_BAND,
     Deck,
     TargetMetrics,
     context_optimized,
@@ -23,6 +24,7 @@ from routing.domain.ordering import (
     last_known_good,
     least_used,
     p2c,
+    p2c_comparable,
     p2c_score,
     round_robin,
     shuffled,
@@ -299,3 +301,54 @@ def test_context_optimized_descends_by_window_with_unknown_as_zero_and_stable_ti
 
 def test_context_optimized_with_no_known_window_keeps_the_order() -> None:
     assert context_optimized((C, A, B), lambda t: None) == (C, A, B)
+
+
+def test_p2c_comparable_scores_go_to_the_less_used_pick() -> None:
+    busy, idle = TargetMetrics(100, 200, count=9), TargetMetrics(100, 230, count=3)
+    assert abs(p2c_score(busy) - p2c_score(idle)) <= P2C_TIE_BAND
+    metrics = {"1:m": busy, "2:m": idle}
+    assert ids(p2c((A, B), Scripted([0.0, 0.0]), metrics)) == [2, 1]
+    assert ids(p2c((A, B), Scripted([0.9, 0.0]), metrics)) == [2, 1]
+
+
+def test_p2c_a_clearly_better_score_wins_however_used() -> None:
+    metrics = {"1:m": TargetMetrics(100, 200, count=50), "2:m": TargetMetrics(60, 200, count=0)}
+    assert ids(p2c((A, B), Scripted([0.9, 0.0]), metrics)) == [1, 2]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_p2c_over_healthy_targets_never_drifts_more_than_one_apart(seed: int) -> None:
+    counts = {execution_key(t): 0 for t in FIVE}
+    rng = random.Random(seed)
+    for _ in range(1000):
+        metrics = {key: TargetMetrics(100, 150 + n % 7, count=n) for key, n in counts.items()}
+        counts[execution_key(p2c(FIVE, rng, metrics)[0])] += 1
+        assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_p2c_second_pick_is_among_the_least_used_others() -> None:
+    metrics = {"1:m": TargetMetrics(None, None, count=4), "2:m": TargetMetrics(None, None, count=2),
+               "3:m": TargetMetrics(None, None, count=9)}  # fmt: skip
+    # first pick C (index 2), second among A and B: only B has the fewest requests
+    assert ids(p2c((A, B, C), Scripted([0.9, 0.99]), metrics))[:2] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "tie"),
+    [
+        (TargetMetrics(100, 2), TargetMetrics(100, 9), True),  # a few ms apart: noise
+        (TargetMetrics(100, 400), TargetMetrics(99, 480), True),  # within 25 %, 1 point
+        (TargetMetrics(100, 900), TargetMetrics(100, 2_700), False),  # 3x slower
+        (TargetMetrics(100, 40), TargetMetrics(100, 260), True),  # 220 ms: noise for an LLM call
+        (TargetMetrics(100, 100), TargetMetrics(90, 100), False),  # 10 points less success
+        (TargetMetrics(100, 5), TargetMetrics(100, 5, "half_open"), False),
+        (TargetMetrics(None, None), TargetMetrics(None, None), True),
+        (TargetMetrics(100, 5, count=3), None, True),  # never tried: its turn by count
+        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 900, count=2), True),  # 2: too few
+        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 900, count=5), False),
+        (TargetMetrics(100, 5, "open", count=3), None, False),
+    ],
+)
+def test_p2c_comparable(a: TargetMetrics, b: TargetMetrics, tie: bool) -> None:
+    assert p2c_comparable(a, b) is tie
+    assert p2c_comparable(b, a) is tie

@@ -261,3 +261,19 @@ def test_used_fraction_reads_percents_above_one(value: object, expected: float |
 
 def test_quota_key_names_the_connection() -> None:
     assert quota_key(7) == "quota-snapshot:7"
+
+
+def test_as_of_frees_the_windows_whose_reset_has_passed() -> None:
+    windows = {"session": QuotaWindow(1.0, 100.0), "weekly": QuotaWindow(0.4, 900.0)}
+    snapshot = QuotaSnapshot(1.0, 100.0, True, windows, taken_at=50.0)
+    assert snapshot.as_of(99.0) is snapshot
+    later = snapshot.as_of(100.0)
+    assert later.windows["session"] == QuotaWindow(0.0, None)
+    assert later.percent_used == 0.4 and later.reset_at == 900.0
+    assert later.limit_reached is False and later.taken_at == 50.0
+
+
+def test_as_of_keeps_the_limit_while_a_window_is_still_full() -> None:
+    windows = {"session": QuotaWindow(0.2, 100.0), "weekly": QuotaWindow(1.0, 900.0)}
+    later = QuotaSnapshot(1.0, 900.0, True, windows, taken_at=50.0).as_of(200.0)
+    assert later.limit_reached is True and later.percent_used == 1.0
