@@ -98,6 +98,25 @@ def gathering(count: int, then: Behaviour) -> Behaviour:
     return behaviour
 
 
+def in_turn(*behaviours: Behaviour) -> Behaviour:
+    """Each request gets the next behaviour, in order."""
+    answers = iter(behaviours)
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return await next(answers)(request)
+
+    return behaviour
+
+
+def by_model(**behaviours: Behaviour) -> Behaviour:
+    """Each request gets the behaviour of the upstream model it asks for."""
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return await behaviours[orjson.loads(request.content)["model"]](request)
+
+    return behaviour
+
+
 # The two keys of ``acme`` that the ``primary`` and ``backup`` fixtures add (conftest).
 PRIMARY = "sk-acme-PRIMARY-0001"
 BACKUP = "sk-acme-BACKUP-0002"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Iterator
-from typing import Any
 
 import orjson
 import pytest
@@ -19,15 +18,14 @@ from routing.attempts import AttemptContext
 from routing.domain.planning import plan_route
 from routing.domain.quota import quota_key
 from routing.guards.admission import member_requirement
-from routing.models import Combo, Provider
-from routing.services import combo_save
+from routing.models import Provider
 from routing.snapshot import current_snapshot
+from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import (
     OK,
     UNAVAILABLE,
     Gateway,
     Reply,
-    add_connection,
     answer,
     communicator,
     error,
@@ -37,7 +35,6 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = ("sk-acme-A-0001", "sk-acme-B-0002", "sk-acme-C-0003")
 DAILY_QUOTA = error(429, "Daily quota exceeded for this model", "insufficient_quota")
 
 
@@ -53,24 +50,6 @@ def all_ok(gateway: Gateway) -> None:
     gateway.fake.behaviours.update(dict.fromkeys(KEYS, OK))
 
 
-def combo_of(
-    acme: Provider,
-    strategy: str,
-    options: dict[str, Any] | None = None,
-    flags: tuple[bool, ...] = (False, False, False),
-) -> list[int]:
-    ids = [add_connection(acme, name, key, priority=10 * n)
-           for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)]  # fmt: skip
-    targets = [
-        {"provider": acme, "model": "m1", "connection_id": cid,
-         "fallback_only_on_quota_exhaustion": flag}
-        for cid, flag in zip(ids, flags, strict=True)
-    ]  # fmt: skip
-    fields = {"name": "team", "strategy": strategy, "options": options or {}}
-    combo_save(combo=Combo(), fields=fields, targets=targets)
-    return ids
-
-
 async def served(gateway: Gateway, count: int) -> list[int | None]:
     replies = [await gateway.call("team") for _ in range(count)]
     assert all(r.status == 200 for r in replies)
@@ -80,9 +59,8 @@ async def served(gateway: Gateway, count: int) -> list[int | None]:
 async def test_sticky_round_robin_serves_each_member_its_limit_in_turn(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
-    a, b, c = await database_sync_to_async(combo_of)(
-        acme, "round-robin", {"stickyRoundRobinLimit": 2}
-    )
+    options = {"stickyRoundRobinLimit": 2}
+    a, b, c = await database_sync_to_async(combo_of)(acme, "round-robin", options=options)
 
     assert await served(gateway, 8) == [a, a, b, b, c, c, a, a]
 
@@ -90,7 +68,7 @@ async def test_sticky_round_robin_serves_each_member_its_limit_in_turn(
 async def test_sticky_weighted_keeps_the_drawn_step_for_its_limit(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
-    await database_sync_to_async(combo_of)(acme, "weighted", {"stickyWeightedLimit": 3})
+    await database_sync_to_async(combo_of)(acme, "weighted", options={"stickyWeightedLimit": 3})
 
     order = await served(gateway, 12)
 
@@ -101,7 +79,9 @@ async def test_sticky_weighted_keeps_the_drawn_step_for_its_limit(
 async def test_sticky_weighted_drops_a_step_that_fails(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
-    ids = await database_sync_to_async(combo_of)(acme, "weighted", {"stickyWeightedLimit": 50})
+    ids = await database_sync_to_async(combo_of)(
+        acme, "weighted", options={"stickyWeightedLimit": 50}
+    )
     first = (await gateway.call("team")).connection
     gateway.fake.behaviours[KEYS[ids.index(first)]] = UNAVAILABLE
 
@@ -133,7 +113,7 @@ async def test_a_fallback_only_step_answers_only_after_quota_ran_out(
 
 
 async def test_member_requirement_caps_each_member(gateway: Gateway, acme: Provider) -> None:
-    await database_sync_to_async(combo_of)(acme, "round-robin", {"memberConcurrency": 2})
+    await database_sync_to_async(combo_of)(acme, "round-robin", options={"memberConcurrency": 2})
     snapshot = await current_snapshot()
     key = next(iter(snapshot.keys_by_hash.values()))
     plan = plan_route(snapshot, "team", key)
@@ -155,7 +135,7 @@ async def test_context_relay_hands_the_conversation_to_the_next_account(
     gateway: Gateway, acme: Provider
 ) -> None:
     options = {"handoffProviders": ["acme"], "handoffThreshold": 0.5}
-    a, b, _ = await database_sync_to_async(combo_of)(acme, "context-relay", options)
+    a, b, _ = await database_sync_to_async(combo_of)(acme, "context-relay", options=options)
     summary = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "GIST"}}]}
     nearly_spent = {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "30"}
     gateway.fake.behaviours.update({

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 from resilience.services import resilience_settings_update
 from routing.models import Combo, Provider
 from routing.services import combo_save
-from tests.routing.harness import OK, PRIMARY, Behaviour, FakeClock, Gateway, error
+from tests.routing.harness import OK, PRIMARY, Behaviour, FakeClock, Gateway, by_model, error
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,15 +29,6 @@ def once_then_ok(first: Behaviour) -> Behaviour:
 
 def limited(seconds: int) -> Behaviour:
     return error(429, "slow down", "rate_limit_exceeded", {"retry-after": str(seconds)})
-
-
-def by_model(**behaviours: Behaviour) -> Behaviour:
-    import orjson
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await behaviours[orjson.loads(request.content)["model"]](request)
-
-    return behaviour
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ import routing.quota_strategies as quota_strategies
 from routing.domain.quota import QuotaSnapshot, QuotaWindow, quota_key
 from routing.models import Combo, ModelCatalogEntry, Provider
 from routing.services import catalog_entry_save, combo_save
+from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import (
     COMPLETION,
     OK,
@@ -31,7 +32,6 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-KEYS = ("sk-acme-A-0001", "sk-acme-B-0002", "sk-acme-C-0003")
 NOW = 1_800_000_000.0
 HOUR = 3600.0
 
@@ -46,15 +46,6 @@ def quota_clock() -> Iterator[None]:
 @pytest.fixture
 def all_ok(gateway: Gateway) -> None:
     gateway.fake.behaviours.update(dict.fromkeys(KEYS, OK))
-
-
-def combo_of(acme: Provider, strategy: str, options: dict[str, Any] | None = None) -> list[int]:
-    ids = [add_connection(acme, name, key, priority=10 * n)
-           for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)]  # fmt: skip
-    targets = [{"provider": acme, "model": "m1", "connection_id": cid} for cid in ids]
-    fields = {"name": "team", "strategy": strategy, "options": options or {}}
-    combo_save(combo=Combo(), fields=fields, targets=targets)
-    return ids
 
 
 async def call(gateway: Gateway, body: dict[str, Any]) -> Reply:

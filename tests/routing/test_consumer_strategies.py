@@ -15,11 +15,10 @@ from resilience.store import Json
 from routing.domain.ordering import Deck
 from routing.models import Combo, ModelCatalogEntry, Provider
 from routing.services import catalog_entry_save, combo_save
+from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import OK, UNAVAILABLE, Gateway, add_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-KEYS = ("sk-acme-A-0001", "sk-acme-B-0002", "sk-acme-C-0003")
 
 
 @pytest.fixture(autouse=True)
@@ -29,18 +28,6 @@ def fixed_random() -> Iterator[None]:
     yield
     strategies.rng = random.Random()
     strategies.decks.clear()
-
-
-def combo_of(acme: Provider, strategy: str, weights: tuple[int, ...] = (1, 1, 1)) -> list[int]:
-    """Three connections of ``acme``, one combo step each, in combo ``team``."""
-    ids = [add_connection(acme, name, key, priority=10 * n)
-           for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)]  # fmt: skip
-    targets = [
-        {"provider": acme, "model": "m1", "connection_id": cid, "weight": weight}
-        for cid, weight in zip(ids, weights, strict=True)
-    ]
-    combo_save(combo=Combo(), fields={"name": "team", "strategy": strategy}, targets=targets)
-    return ids
 
 
 async def served(gateway: Gateway, count: int) -> list[int | None]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-import orjson
 import pytest
 
 import routing.attempts as routing_attempts
@@ -27,9 +25,11 @@ from tests.routing.harness import (
     Behaviour,
     Gateway,
     Reply,
+    by_model,
     chat,
     communicator,
     error,
+    in_turn,
     read_reply,
     send_body,
 )
@@ -40,22 +40,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def limited(seconds: int) -> Behaviour:
     return error(429, "slow down", "rate_limit_exceeded", {"retry-after": str(seconds)})
-
-
-def in_turn(*behaviours: Behaviour) -> Behaviour:
-    answers = iter(behaviours)
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await next(answers)(request)
-
-    return behaviour
-
-
-def by_model(**behaviours: Behaviour) -> Behaviour:
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await behaviours[orjson.loads(request.content)["model"]](request)
-
-    return behaviour
 
 
 @pytest.fixture

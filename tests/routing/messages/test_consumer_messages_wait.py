@@ -8,8 +8,6 @@ client had been sent when the wait began.
 
 from __future__ import annotations
 
-import httpx
-import orjson
 import pytest
 from channels.testing import ApplicationCommunicator
 
@@ -27,7 +25,7 @@ from tests.routing.format_support import (
     scope_of,
     x_api_key,
 )
-from tests.routing.harness import Behaviour, Reply, read_reply, send_body
+from tests.routing.harness import Behaviour, Reply, by_model, in_turn, read_reply, send_body
 from tests.routing.stream_support import streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,22 +33,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def limited(seconds: int) -> Behaviour:
     return anthropic_error(429, "rate_limit_error", "slow down", {"retry-after": str(seconds)})
-
-
-def in_turn(*behaviours: Behaviour) -> Behaviour:
-    answers = iter(behaviours)
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await next(answers)(request)
-
-    return behaviour
-
-
-def by_model(**behaviours: Behaviour) -> Behaviour:
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await behaviours[orjson.loads(request.content)["model"]](request)
-
-    return behaviour
 
 
 @pytest.fixture

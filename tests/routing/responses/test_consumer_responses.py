@@ -10,7 +10,6 @@ Anthropic's.
 
 from __future__ import annotations
 
-import httpx
 import orjson
 import pytest
 
@@ -43,15 +42,6 @@ CAP_SECONDS = 30  # availability.transientCooldownCapMs
 WARNING = "x-omniroute-warning"
 # An answer as a provider may format it (indented, keys in its own order): relayed as is.
 RAW_ANSWER = orjson.dumps(response_object(), option=orjson.OPT_INDENT_2)
-
-
-def in_turn(*behaviours: Behaviour) -> Behaviour:
-    answers = iter(behaviours)
-
-    async def behaviour(request: httpx.Request) -> httpx.Response:
-        return await next(answers)(request)
-
-    return behaviour
 
 
 def answered(ident: str) -> Behaviour:
