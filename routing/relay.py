@@ -219,7 +219,8 @@ def _all_excluded(context: AttemptContext, headers: Headers) -> tuple[int, bytes
         f"{e.target.label}: {e.reason} ({math.ceil(e.retry_after_seconds or 0)}s)"
         for e in context.exclusions
     )
-    message = f"Service temporarily unavailable: every target is cooling down ({reasons})."
+    scope = "every target in this combo" if context.plan.combo else "every target"
+    message = f"Service temporarily unavailable: {scope} is cooling down ({reasons})."
     recovery = {"action": "wait", "next_step": "retry later", "retry_after_seconds": retry_after}
     body = error_body(
         message, "service_unavailable", TERMINAL_COOLING,

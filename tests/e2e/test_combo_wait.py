@@ -141,6 +141,9 @@ def test_targets_behind_long_upstream_timers_get_the_503_without_an_upstream_cal
     body = refused.json()
     assert body["error"]["code"] == "all_targets_cooling_down"
     assert body["error"]["type"] == "service_unavailable"
+    message = body["error"]["message"]
+    assert message.startswith("Service temporarily unavailable: every target in this combo is "
+                              f"cooling down ({first.provider}/m: model_lockout (")  # fmt: skip
     retry_after = int(refused.headers["retry-after"])
     assert 190 <= retry_after <= 200
     recovery = {"action": "wait", "next_step": "retry later", "retry_after_seconds": retry_after}
