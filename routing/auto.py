@@ -8,9 +8,8 @@ What it reads, all from the state store and concurrently (nothing from the datab
   the mean latency; no p95 is kept, so the mean stands in for it), its auto exclusion record,
   its learnt tool limit when the request declares tools (``routing.guards.tool_limit``), and
   the requests in flight on its connection when the connection has a concurrency cap;
-* per connection: its quota snapshot ``quota-snapshot:<connection id>``, a record with
-  ``percent_used`` (a fraction 0..1, or ``None``; a value above 1 is read as a percentage) and
-  optionally ``reset_at`` (epoch seconds or milliseconds);
+* per connection: its quota snapshot (``routing.guards.quota``), as of now: the share used
+  and the time to its reset;
 * per provider: its breaker, refreshed to now (an OPEN breaker whose cooldown has passed reads
   as HALF_OPEN, as the breaker filter will see it);
 * per combo: the last-known-good record ``lkgp:<combo>``, ``{"provider", "connection"}``,
@@ -60,7 +59,7 @@ from routing.domain.auto_scoring import (
 )
 from routing.domain.combo_options import DEFAULT_OPTIONS
 from routing.domain.planning import Target
-from routing.domain.quota import quota_key
+from routing.domain.quota import QuotaSnapshot, quota_key
 from routing.domain.quota_share import execution_key
 from routing.guards.admission import connection_gate
 from routing.guards.combo_metrics import lkgp_key, metrics_key
@@ -69,7 +68,6 @@ from routing.guards.tool_limit import _key as tool_limit_key  # where the limit 
 rng: random.Random = random.Random()  # exploration's randomness: tests fix it
 EXCLUSION_PREFIX = "auto-exclusion:"
 EXCLUSION_MEMORY_SECONDS = 3600.0  # how long a level is remembered after its exclusion ends
-EPOCH_MS_THRESHOLD = 1e11  # a reset time above this is in milliseconds
 
 
 def exclusion_key(combo: str, key: str) -> str:
@@ -163,16 +161,14 @@ async def _breaker(context: AttemptContext, store: StateStore, slug: str, now: f
 
 
 async def _quota(store: StateStore, connection_id: int, now: float) -> tuple[float | None, ...]:
-    """(the fraction used, the seconds to its reset), each ``None`` when unknown."""
-    snapshot = await store.get(quota_key(connection_id))
-    if not isinstance(snapshot, dict):
+    """(the fraction used, the seconds to its reset), each ``None`` when unknown; a window
+    whose reset has passed since the reading counts as unused."""
+    snapshot = QuotaSnapshot.from_record(await store.get(quota_key(connection_id)))
+    if snapshot is None:
         return None, None
-    used, reset_at = _number(snapshot.get("percent_used")), _number(snapshot.get("reset_at"))
-    if used is not None and used > 1:
-        used /= 100  # a percentage
-    if reset_at is not None and reset_at > EPOCH_MS_THRESHOLD:
-        reset_at /= 1000
-    return used, (max(reset_at - now, 0.0) if reset_at is not None else None)
+    current = snapshot.as_of(now)
+    reset_at = current.reset_at
+    return current.percent_used, (max(reset_at - now, 0.0) if reset_at is not None else None)
 
 
 async def _target_records(

@@ -8,8 +8,11 @@ order, plus a handoff between accounts of one conversation.
   conversation is asked of the same target, in the background, and kept per (combo, session)
   in the state store. A success on another account uses it up.
 
-A request without a session key (``routing.domain.session_key``) has no handoff. Failures of
-the background work are logged, never the client's.
+A request without a stable session id (a session header or body field,
+``routing.domain.session_key``; not the hash of its first text, which two clients may share)
+has no handoff, and summaries are kept per client key. Failures of the background work are
+logged, never the client's. The summary call goes straight to the upstream, past the
+admission gates: it is one short call per account and session every two minutes at most.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from routing.domain.combo_options import DEFAULT_OPTIONS
 from routing.domain.endpoints import CHAT_COMPLETIONS, MESSAGES
 from routing.domain.planning import Target
 from routing.domain.quota import QuotaSnapshot, quota_key
-from routing.domain.session_key import session_key
+from routing.domain.session_key import INPUT_KEY_PREFIX, session_key
 from routing.domain.vocabulary import Strategy, WireFormat
 from routing.upstream import Upstream
 
@@ -42,8 +45,9 @@ _background: set[asyncio.Task[None]] = set()  # kept so that the loop does not d
 clock = time.time
 
 
-def handoff_key(combo: str, session: str) -> str:
-    return f"handoff:{combo}:{session}"
+def handoff_key(combo: str, key_id: int, session: str) -> str:
+    """Per combo, client key and session: one client's summary never reaches another's."""
+    return f"handoff:{combo}:{key_id}:{session}"
 
 
 def _settings(context: AttemptContext) -> tuple[tuple[str, ...], float]:
@@ -64,9 +68,9 @@ async def prepare(
     if plan.combo is None or plan.strategy != Strategy.CONTEXT_RELAY:
         return
     session = session_key(payload, headers)
-    if session is None:
+    if session is None or session.startswith(INPUT_KEY_PREFIX):  # a stable session id only
         return
-    key = handoff_key(plan.combo, session)
+    key = handoff_key(plan.combo, context.key.id, session)
     record = await store.get(key)
     prepared = record if isinstance(record, dict) else None
     summary = prepared.get("summary") if prepared is not None else None
@@ -117,7 +121,8 @@ async def _after_success(
         if prepared is not None and clock() - float(prepared.get("at", 0)) < REFRESH_SECONDS:
             return
         snapshot = QuotaSnapshot.from_record(await store.get(quota_key(target.connection.id)))
-        if not handoff.should_prepare(snapshot.percent_used if snapshot else None, threshold):
+        used = snapshot.as_of(clock()).percent_used if snapshot is not None else None
+        if not handoff.should_prepare(used, threshold):
             return
         summary = await _summarise(upstream, target, payload)
         if summary is not None:

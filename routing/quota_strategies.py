@@ -13,6 +13,7 @@ whose reset has passed since the reading counts as unused, and with
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 
@@ -61,10 +62,12 @@ async def quota_ordered(
 async def _snapshots(
     store: StateStore, targets: Sequence[Target], now: float, max_stale: float
 ) -> dict[int, QuotaSnapshot]:
-    """Each connection's snapshot as of ``now`` (read once per connection)."""
+    """Each connection's snapshot as of ``now`` (read once per connection, concurrently)."""
+    connections = sorted({t.connection.id for t in targets})
+    records = await asyncio.gather(*(store.get(quota_key(c)) for c in connections))
     found: dict[int, QuotaSnapshot] = {}
-    for connection in {t.connection.id for t in targets}:
-        snapshot = QuotaSnapshot.from_record(await store.get(quota_key(connection)))
+    for connection, record in zip(connections, records, strict=True):
+        snapshot = QuotaSnapshot.from_record(record)
         if snapshot is None or (max_stale > 0 and now - snapshot.taken_at > max_stale):
             continue
         found[connection] = snapshot.as_of(now)

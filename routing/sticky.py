@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from resilience.store import StateStore
+from resilience.store import Json, StateStore
 from routing.attempts import AttemptContext
 from routing.domain import ordering
 from routing.domain.planning import Target
@@ -64,7 +64,15 @@ async def _settle(
     context: AttemptContext, store: StateStore, key: str, step: int, served: int, limit: int
 ) -> None:
     answered = next((t for t, outcome in reversed(context.attempts) if outcome.ok), None)
-    if answered is not None and answered.step == step and served + 1 < limit:
-        await store.set(key, {"step": step, "served": served + 1}, ttl=STICKY_TTL_SECONDS)
-    else:
-        await store.delete(key)
+    if answered is None or answered.step != step:
+        await store.delete(key)  # the sticky step failed, or was passed over: draw anew
+        return
+
+    def one_more(current: Json | None) -> Json | None:
+        """Counted atomically: requests that ran at once each count one success."""
+        record = current if isinstance(current, dict) else {}
+        done = record.get("served") if record.get("step") == step else None
+        total = (done if isinstance(done, int) else served) + 1
+        return {"step": step, "served": total} if total < limit else None
+
+    await store.update(key, one_more, ttl=STICKY_TTL_SECONDS)

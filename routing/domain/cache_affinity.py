@@ -2,9 +2,10 @@
 prefix go to the same account, where the upstream's prompt cache already holds that prefix.
 
 * ``prompt_cache_key`` - the request's cache key: the client's explicit ``prompt_cache_key``
-  (at the root or in ``metadata``), else a hash of the reusable prompt prefix (the system part
-  and every conversation item before the last one), else None: a request with nothing reusable
-  (only a first user turn) has no affinity;
+  (at the root or in ``metadata``), else a hash of the prompt's opening (the system part and
+  the first user turn), which every later turn of the conversation repeats: so a conversation
+  stays on one account from its first turn on (the reference keys its earlier turns instead,
+  which changes with every turn); else None;
 * ``rendezvous`` - rendezvous (highest random weight) hashing of the targets for that key: each
   target's score is the first 128 bits of SHA-256(key, 0x00, identity), highest first. The same
   key always puts the same account first, and removing one account moves only the keys that
@@ -35,6 +36,7 @@ _SCORE_BYTES = 16  # 128 bits of the digest
 # messages inside ``messages``), then the conversation items in order.
 _SYSTEM_FIELDS = ("system", "instructions")
 _ITEM_FIELDS = ("messages", "input")
+_SYSTEM_ROLES = ("system", "developer")
 
 
 def prompt_cache_key(payload: Mapping[str, Any]) -> str | None:
@@ -43,9 +45,9 @@ def prompt_cache_key(payload: Mapping[str, Any]) -> str | None:
     else the SHA-256 hex digest of the canonical JSON of its reusable prefix, else None.
 
     The prefix is the system part (``system`` of a Messages payload, ``instructions`` of a
-    Responses payload) plus every ``messages`` / ``input`` item before the last one (a string
-    ``input`` is a single turn: no items). So a conversation keeps its key while only its
-    newest turn changes, and a lone first user turn has none.
+    Responses payload) plus the leading system items and the first other ``messages`` /
+    ``input`` item (a string ``input`` is that item). So a conversation keeps its key turn
+    after turn.
     """
     explicit = _explicit_key(payload)
     if explicit is not None:
@@ -101,15 +103,25 @@ def _explicit_key(payload: Mapping[str, Any]) -> str | None:
 
 
 def _reusable_prefix(payload: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The system part and the earlier conversation items, or None when both are empty."""
+    """The part of the prompt every turn of the conversation starts with: the system part,
+    the leading system items and the first other item (the opening user turn); None when
+    there is none of them."""
     prefix: dict[str, Any] = {
         name: payload[name] for name in _SYSTEM_FIELDS if not _empty(payload.get(name))
     }
     items: list[Any] = next(
         (payload[name] for name in _ITEM_FIELDS if isinstance(payload.get(name), list)), []
     )
-    if len(items) > 1:
-        prefix["items"] = items[:-1]
+    text = payload.get("input")
+    if isinstance(text, str) and text.strip():  # Responses: a string input is one user turn
+        items = [{"role": "user", "content": text}]
+    opening: list[Any] = []
+    for item in items:
+        opening.append(item)
+        if not (isinstance(item, Mapping) and item.get("role") in _SYSTEM_ROLES):
+            break
+    if opening:
+        prefix["items"] = opening
     return prefix or None
 
 

@@ -245,7 +245,9 @@ def p2c(
     the fewest requests (all of them while the counts are equal). Scores within
     :data:`P2C_TIE_BAND` of each other, or of like success and latency
     (:func:`p2c_comparable`), are a tie, which the pick that served fewer requests wins (equal
-    counts: the first pick). So a clearly better target still wins its pair, and
+    counts: the first pick). The others follow by descending score (the other pick first among
+    equals, then declared order), so a fail-over never goes to a known-bad target before a
+    healthy one. So a clearly better target still wins its pair, and
     healthy targets of similar latency share the load evenly: at one request at a time none
     is ever more than one request ahead of another (two uniform picks drift several apart).
 
@@ -270,8 +272,9 @@ def p2c(
             first, second = second, first
     elif score_second > score_first:
         first, second = second, first
-    rest = (t for i, t in enumerate(targets) if i not in (first, second))
-    return (targets[first], targets[second], *rest)
+    after = [second, *(i for i in range(len(targets)) if i not in (first, second))]
+    after.sort(key=lambda i: -p2c_score(known[i]))  # stable: the other pick, then declared
+    return (targets[first], *(targets[i] for i in after))
 
 
 class Deck:

@@ -25,7 +25,7 @@ from routing.domain.config import ConfigSnapshot, ConnectionInfo, KeyInfo, Provi
 from routing.domain.errors import GatewayError
 from routing.domain.needs import NO_NEEDS, RequestNeeds
 from routing.domain.resolution import Leaf, combo_leaves
-from routing.domain.vocabulary import WireFormat
+from routing.domain.vocabulary import Strategy, WireFormat
 
 SINGLE = "single"
 
@@ -81,7 +81,8 @@ def plan_route(
         leaves, strategy = [Leaf(0, provider_slug, upstream_model)], SINGLE
     else:
         leaves, strategy = combo_leaves(snapshot, combo), combo.strategy
-    targets, other_formats = _expand(snapshot, leaves, key, wire_format)
+    per_step = strategy in (Strategy.FUSION, Strategy.PIPELINE)  # a step is a member or stage
+    targets, other_formats = _expand(snapshot, leaves, key, wire_format, per_step=per_step)
     if not targets and other_formats:
         raise _wrong_format(model, wire_format, sorted(other_formats))
     if not targets:
@@ -91,9 +92,11 @@ def plan_route(
             f"No active connection can serve '{model}' for this key.",
             error_type="service_unavailable",
         )
-    fail_open = combo is not None and combo.options.compat_filter_fail_open
+    if combo is None:  # a single model: the upstream itself is the judge (decision 17)
+        return RoutePlan(model, strategy, tuple(targets))
+    fail_open = combo.options.compat_filter_fail_open
     kept, skipped = _compatible(snapshot, targets, needs, fail_open, model)
-    return RoutePlan(model, strategy, kept, combo.name if combo else None, skipped)
+    return RoutePlan(model, strategy, kept, combo.name, skipped)
 
 
 def _compatible(
@@ -138,12 +141,19 @@ def _wrong_format(model: str, wire_format: str, formats: list[str]) -> GatewayEr
 
 
 def _expand(
-    snapshot: ConfigSnapshot, leaves: Sequence[Leaf], key: KeyInfo, wire_format: str
+    snapshot: ConfigSnapshot,
+    leaves: Sequence[Leaf],
+    key: KeyInfo,
+    wire_format: str,
+    *,
+    per_step: bool = False,
 ) -> tuple[list[Target], set[str]]:
-    """The targets, and the wire formats of the providers skipped for speaking another one."""
+    """The targets, and the wire formats of the providers skipped for speaking another one. A
+    (connection, model) pair is planned once, or once per step with ``per_step`` (a fusion
+    panel or a pipeline may ask one model twice)."""
     targets: list[Target] = []
     other_formats: set[str] = set()
-    planned: set[tuple[int, str]] = set()
+    planned: set[tuple[int, int, str]] = set()
     for leaf in leaves:
         provider = snapshot.providers.get(leaf.provider)
         if provider is None:
@@ -154,7 +164,7 @@ def _expand(
         for connection in snapshot.connections_for(leaf.provider):
             if leaf.connection_id is not None and connection.id != leaf.connection_id:
                 continue
-            pair = (connection.id, leaf.model)
+            pair = (leaf.step if per_step else 0, connection.id, leaf.model)
             if pair in planned or not connection.serves(leaf.model):
                 continue
             if key.allows_connection(connection.id):

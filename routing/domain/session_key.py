@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+INPUT_KEY_PREFIX = "input:"  # a key hashed from the first input text, not given by the client
 SESSION_HEADERS = (b"x-codex-session-id", b"x-session-id", b"x-omniroute-session")
 MAX_VALUE_CHARS = 4096
 MAX_PLAIN_CHARS = 180
@@ -56,7 +57,7 @@ def session_key(payload: Mapping[str, Any], headers: Iterable[tuple[bytes, bytes
         if key is not None:
             return key
     text = first_input_text(payload)
-    return f"input:sha256:{_sha256(text)}" if text else None
+    return f"{INPUT_KEY_PREFIX}sha256:{_sha256(text)}" if text else None
 
 
 def first_input_text(payload: Mapping[str, Any]) -> str | None:

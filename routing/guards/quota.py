@@ -1,7 +1,8 @@
 """Quota snapshots per connection, read off the upstream's rate-limit headers
 (``x-ratelimit-*``, ``anthropic-ratelimit-*``) of every answer that carries them, success or
-failure, and kept in the state store for the strategies that rank by quota (``reset-aware``,
-``reset-window``, ``headroom``, ``auto``) and the context-relay handoff.
+failure, from the providers that a combo of a quota-reading strategy routes to, and kept in
+the state store for those strategies (``reset-aware``, ``reset-window``, ``headroom``,
+``auto``) and the context-relay handoff.
 
 An answer without such headers changes nothing: the last reading stands until it expires
 (:data:`SNAPSHOT_TTL_SECONDS`), and its windows' reset times say how current it is.
@@ -14,24 +15,52 @@ from collections.abc import Callable
 
 from resilience.store import StateStore
 from routing.attempts import AttemptContext
+from routing.domain.config import ConfigSnapshot
 from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target
 from routing.domain.quota import quota_key, snapshot_from_headers
+from routing.domain.resolution import combo_leaves
+from routing.domain.vocabulary import Strategy
 
 SNAPSHOT_TTL_SECONDS = 8 * 24 * 3600.0  # past a weekly window's reset
 _PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 
 
+QUOTA_READERS = frozenset({
+    Strategy.RESET_AWARE, Strategy.RESET_WINDOW, Strategy.HEADROOM, Strategy.AUTO,
+    Strategy.CONTEXT_RELAY,
+})  # fmt: skip
+
+
+def quota_providers(snapshot: ConfigSnapshot) -> frozenset[str]:
+    """The providers some combo that reads quota snapshots routes to (nested combos too)."""
+    return frozenset(
+        leaf.provider
+        for combo in snapshot.combos.values()
+        if combo.strategy in QUOTA_READERS
+        for leaf in combo_leaves(snapshot, combo)
+    )
+
+
 class QuotaRecorder:
-    """Keeps the connection's latest quota snapshot."""
+    """Keeps the connection's latest quota snapshot, for the providers a quota-reading combo
+    routes to (no store write for the others: most answers carry rate-limit headers)."""
 
     def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
+        self._readers: tuple[ConfigSnapshot, frozenset[str]] | None = None
+
+    def _providers(self, snapshot: ConfigSnapshot) -> frozenset[str]:
+        if self._readers is None or self._readers[0] is not snapshot:
+            self._readers = (snapshot, quota_providers(snapshot))
+        return self._readers[1]
 
     async def record(self, target: Target, outcome: Outcome, context: AttemptContext) -> None:
         headers = outcome.headers
-        if not headers or not any(name.startswith(_PREFIXES) for name in headers):
+        if not headers or target.provider.slug not in self._providers(context.snapshot):
+            return
+        if not any(name.startswith(_PREFIXES) for name in headers):
             return
         snapshot = snapshot_from_headers(headers, self.clock())
         if snapshot is not None:

@@ -44,7 +44,6 @@ async def fusion_prelude(
     loop: AttemptLoop, store: StateStore, context: AttemptContext, request: ClientRequest
 ) -> Dispatch | Answer:
     """Ask the panel, then hand back the judge's dispatch, the only answer, or a 503."""
-    conversation = conversation_of(context, request)
     settings = fusion_settings(context.snapshot.combos.get(context.plan.combo or ""))
     panel = fusion.groups(context.plan.targets)
     judge = _judge_targets(context, panel, settings)
@@ -55,6 +54,7 @@ async def fusion_prelude(
         context.notes.append("bypass=tools")
         context.plan = replace(context.plan, targets=judge)
         return Dispatch(context, request)
+    conversation = conversation_of(context, request)  # after the bypasses: an ordinary request
     asks = [Ask(derived(context, targets, f".panel{n}")) for n, targets in enumerate(panel, 1)]
     await ask_panel(
         loop, asks, fusion.draft_payload(request.payload), conversation,

@@ -38,13 +38,16 @@ async def pipeline_prelude(
 ) -> Dispatch | Answer:
     """Run every stage but the last; hand back the last stage's dispatch, or the error of the
     stage that ended the request."""
-    conversation = conversation_of(context, request)
     stages = fusion.groups(context.plan.targets)
     last = len(stages)
     if last > 1 and fusion.bears_tools(request.payload):
         context.notes += [f"stages={last}", "bypass=tools"]
         context.plan = replace(context.plan, targets=stages[-1])
         return Dispatch(context, request)
+    if last < 2:  # one stage: an ordinary request
+        context.notes.append(_run(last))
+        return Dispatch(context, request)
+    conversation = conversation_of(context, request)  # after the bypasses: an ordinary request
     previous: str | None = None
     for number, targets in enumerate(stages[:-1], start=1):
         stage = derived(context, targets, f".stage{number}")

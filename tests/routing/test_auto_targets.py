@@ -129,8 +129,8 @@ async def test_a_strict_budget_nothing_fits_is_a_402(store: StateStore) -> None:
 
 
 async def test_the_quota_snapshot_counts(store: StateStore) -> None:
-    await store.set(quota_key(1), {"percent_used": 0.97})
-    await store.set(quota_key(2), {"percent_used": 10})  # a percentage: 10 %
+    await store.set(quota_key(1), {"percent_used": 0.97, "taken_at": 0.0})
+    await store.set(quota_key(2), {"percent_used": 10, "taken_at": 0.0})  # a percentage
     only_alpha = context((T1, T2))
     assert await order(store, only_alpha) == [2, 1]
 
@@ -183,7 +183,7 @@ def with_poor(cap_ms: int = 30_000, targets: tuple[Target, ...] = (T2, POOR)) ->
 async def make_poor(store: StateStore, count: int = 50) -> None:
     await served(store, POOR, count, 0, 60_000.0)
     await served(store, T2, 50, 50, 100.0)
-    await store.set(quota_key(1), {"percent_used": 1.0})
+    await store.set(quota_key(1), {"percent_used": 1.0, "taken_at": 0.0})
     opened = Breaker(state=BreakerState.OPEN, failure_count=5, last_failure_at=0.0)
     await store.set(breaker_key("alpha"), opened.to_dict())  # cooled down: HALF_OPEN
 

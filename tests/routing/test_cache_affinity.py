@@ -69,7 +69,8 @@ def test_an_explicit_key_beats_the_prefix_and_the_root_beats_metadata() -> None:
 )
 def test_an_unusable_explicit_key_is_ignored(bad: object) -> None:
     assert prompt_cache_key({"prompt_cache_key": bad, "metadata": {"prompt_cache_key": "m"}}) == "m"
-    assert prompt_cache_key({"prompt_cache_key": bad, "messages": [user("hi")]}) is None
+    prefix = prompt_cache_key({"messages": [user("hi")]})
+    assert prompt_cache_key({"prompt_cache_key": bad, "messages": [user("hi")]}) == prefix
 
 
 def test_an_explicit_key_of_exactly_the_limit_is_kept() -> None:
@@ -80,13 +81,9 @@ def test_an_explicit_key_of_exactly_the_limit_is_kept() -> None:
 @pytest.mark.parametrize(
     "payload",
     [
-        {"messages": [user("hi")]},  # chat or messages: a lone first user turn
         {"messages": []},
-        {"system": "", "messages": [user("hi")]},
-        {"system": [], "messages": [user("hi")]},
-        {"input": "hi"},  # responses: a string input is one turn
-        {"input": [user("hi")]},
-        {"instructions": None, "input": "hi"},
+        {"system": "", "messages": []},
+        {"instructions": None, "input": []},
         {},
         {"metadata": "not an object", "messages": "not a list"},
     ],
@@ -96,46 +93,46 @@ def test_a_request_with_nothing_reusable_has_no_key(payload: dict[str, Any]) -> 
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "later"),
     [
-        # Chat Completions: the system message and earlier turns are the prefix.
-        ({"messages": [SYSTEM, user("a")]}, {"messages": [SYSTEM, user("b")]}),
+        # Chat Completions: the system message and the opening user turn.
         (
-            {"messages": [user("q1"), assistant("a1"), user("q2")]},
-            {"messages": [user("q1"), assistant("a1"), user("another q2")]},
+            {"messages": [SYSTEM, user("q1")]},
+            {"messages": [SYSTEM, user("q1"), assistant("a1"), user("q2")]},
         ),
+        ({"messages": [user("q1")]}, {"messages": [user("q1"), assistant("a1"), user("q2")]}),
         # Messages: ``system`` beside the messages (a string or content blocks).
         (
-            {"system": "Be terse.", "messages": [user("a")]},
-            {"system": "Be terse.", "messages": [user("b")]},
+            {"system": "Be terse.", "messages": [user("q1")]},
+            {"system": "Be terse.", "messages": [user("q1"), assistant("a1"), user("q2")]},
         ),
         (
-            {"system": [{"type": "text", "text": "Be terse."}], "messages": [user("a")]},
-            {"system": [{"type": "text", "text": "Be terse."}], "messages": [user("b")]},
+            {"system": [{"type": "text", "text": "Be terse."}], "messages": [user("q1")]},
+            {
+                "system": [{"type": "text", "text": "Be terse."}],
+                "messages": [user("q1"), assistant("a1"), user("q2")],
+            },
         ),
-        # Responses: ``instructions`` and the earlier ``input`` items.
-        ({"instructions": "Be terse.", "input": "a"}, {"instructions": "Be terse.", "input": "b"}),
+        # Responses: ``instructions`` and the opening ``input`` (a string is that turn).
         (
-            {"input": [user("q1"), assistant("a1"), user("a")]},
-            {"input": [user("q1"), assistant("a1"), user("b")]},
+            {"instructions": "Be terse.", "input": "q1"},
+            {"instructions": "Be terse.", "input": [user("q1"), assistant("a1"), user("q2")]},
         ),
+        ({"input": [user("q1")]}, {"input": [user("q1"), assistant("a1"), user("q2")]}),
     ],
-    ids=[
-        "chat-system",
-        "chat-turns",
-        "messages",
-        "messages-blocks",
-        "responses",
-        "responses-items",
-    ],
+    ids=["chat-system", "chat", "messages", "messages-blocks", "responses", "responses-items"],
 )
-def test_the_prefix_key_ignores_the_last_turn(
-    first: dict[str, Any], second: dict[str, Any]
+def test_a_conversation_keeps_its_key_from_its_first_turn(
+    first: dict[str, Any], later: dict[str, Any]
 ) -> None:
     key = prompt_cache_key(first)
     assert key is not None
     assert len(key) == 64 and int(key, 16) >= 0  # a SHA-256 hex digest
-    assert prompt_cache_key(second) == key
+    assert prompt_cache_key(later) == key
+    third = {**later}
+    name = "messages" if "messages" in later else "input"
+    third[name] = [*later[name], assistant("a2"), user("q3")]
+    assert prompt_cache_key(third) == key
 
 
 def test_the_prefix_key_changes_with_the_prefix_and_not_with_key_order() -> None:

@@ -188,8 +188,10 @@ def test_fail_open_keeps_filtering_while_a_capable_target_is_left() -> None:
         ("acme/plain", STRUCTURED, "capability_mismatch"),
     ],
 )
-def test_a_single_model_is_filtered_fail_closed(model: str, needs: RequestNeeds, code: str) -> None:
-    assert refusal(world(), needs, model).code == code
+def test_a_single_model_is_left_to_its_upstream(model: str, needs: RequestNeeds, code: str) -> None:
+    planned = plan(world(), needs, model)  # a stale catalog entry never refuses it (decision 17)
+
+    assert [t.label for t in planned.targets] == [model] and planned.skipped == ()
 
 
 def test_a_single_model_that_fits_is_planned() -> None:

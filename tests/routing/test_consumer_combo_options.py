@@ -144,10 +144,12 @@ async def test_context_relay_hands_the_conversation_to_the_next_account(
 
     assert (await chat_with_session(gateway, "plan the trip")).connection == a
     await asyncio.gather(*context_relay._background)
+    (client,) = (await current_snapshot()).keys_by_hash.values()
+    gateway_key_id = client.id
 
     summarised = orjson.loads(gateway.fake.requests[-1].content)
     assert "plan the trip" in summarised["messages"][0]["content"]
-    record = await gateway.store.get("handoff:team:header:s1")
+    record = await gateway.store.get(f"handoff:team:{gateway_key_id}:header:s1")
     assert isinstance(record, dict) and (record["from"], record["summary"]) == (a, "GIST")
     assert await gateway.store.get(quota_key(a)) is not None
     gateway.fake.behaviours[KEYS[0]] = UNAVAILABLE
@@ -163,4 +165,19 @@ async def test_context_relay_hands_the_conversation_to_the_next_account(
     }
     asked_a = orjson.loads(gateway.fake.requests[0].content)
     assert "context_handoff" not in str(asked_a)  # the account it came from is not told
-    assert await gateway.store.get("handoff:team:header:s1") is None  # used up
+    assert await gateway.store.get(f"handoff:team:{gateway_key_id}:header:s1") is None  # used up
+
+
+async def test_context_relay_needs_a_stable_session_id(gateway: Gateway, acme: Provider) -> None:
+    options = {"handoffProviders": ["acme"], "handoffThreshold": 0.5}
+    await database_sync_to_async(combo_of)(acme, "context-relay", options=options)
+    summary = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "GIST"}}]}
+    nearly_spent = {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "30"}
+    gateway.fake.behaviours.update(dict.fromkeys(KEYS, answer(200, orjson.dumps(summary),
+                                                              nearly_spent)))  # fmt: skip
+
+    assert (await gateway.call("team")).status == 200  # no session header: "hi" is no session
+    await asyncio.gather(*context_relay._background)
+
+    assert len(gateway.fake.requests) == 1  # no summary was asked
+    assert await gateway.store.scan("handoff:") == {}

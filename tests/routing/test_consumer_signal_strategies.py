@@ -181,20 +181,29 @@ async def test_a_reset_that_passed_since_the_reading_frees_the_window(
     assert first_asked(gateway) == KEYS[0]
 
 
+RATE_LIMITED_HEADERS = {
+    "x-ratelimit-limit-requests": "100",
+    "x-ratelimit-remaining-requests": "25",
+    "x-ratelimit-reset-requests": "30s",
+}
+
+
+@pytest.mark.parametrize(("strategy", "kept"), [("headroom", True), ("priority", False)])
 async def test_quota_snapshots_are_read_off_the_answers_rate_limit_headers(
-    gateway: Gateway, acme: Provider
+    gateway: Gateway, acme: Provider, strategy: str, kept: bool
 ) -> None:
-    ids = await database_sync_to_async(combo_of)(acme, "priority")
-    headers = {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "25",
-               "x-ratelimit-reset-requests": "30s"}  # fmt: skip
-    gateway.fake.behaviours.update(dict.fromkeys(KEYS, answer(200, orjson.dumps(COMPLETION),
-                                                              headers)))  # fmt: skip
+    ids = await database_sync_to_async(combo_of)(acme, strategy)
+    answered = answer(200, orjson.dumps(COMPLETION), RATE_LIMITED_HEADERS)
+    gateway.fake.behaviours.update(dict.fromkeys(KEYS, answered))
 
-    await gateway.call("team")
+    reply = await gateway.call("team")
 
-    found = QuotaSnapshot.from_record(await gateway.store.get(quota_key(ids[0])))
+    found = QuotaSnapshot.from_record(await gateway.store.get(quota_key(reply.connection or 0)))
+    if not kept:  # no combo reads acme's quota: no store write per answer
+        assert found is None
+        return
     assert found is not None and found.percent_used == pytest.approx(0.75)
-    assert await gateway.store.get(quota_key(ids[1])) is None
+    assert [await gateway.store.get(quota_key(cid)) is None for cid in ids].count(True) == 2
 
 
 async def test_the_decision_names_the_strategy_and_the_target(

@@ -174,13 +174,22 @@ def test_p2c_score_follows_the_formula() -> None:
     assert p2c_score(TargetMetrics(100, 1, "open")) == -math.inf
 
 
-def test_p2c_puts_the_better_pick_first_then_the_other_pick_then_the_rest() -> None:
-    # First pick index 3 (D), second pick index int(0.3 * 4) = 1 (B).
+def test_p2c_puts_the_better_pick_first_then_the_rest_by_score() -> None:
+    # First pick index 3 (D), second pick index int(0.3 * 4) = 1 (B) of the others.
     metrics = {"2:m": TargetMetrics(99, 50), "4:m": TargetMetrics(60, 3000)}
     assert ids(p2c(FIVE, Scripted([0.7, 0.3]), metrics)) == [2, 4, 1, 3, 5]
-    # Second pick int(0.8 * 4) = 3, at or past the first (3): shifted to 4 (E, unknown: 0.75).
+    # Second pick int(0.8 * 4) = 3 of the others (A, B, C, E): E, never measured, so a tie that
+    # the first pick keeps; the rest by score: B (measured, healthy) before the unknown ones.
     assert p2c_score(metrics["4:m"]) > 0.75
-    assert ids(p2c(FIVE, Scripted([0.7, 0.8]), metrics)) == [4, 5, 1, 2, 3]
+    assert ids(p2c(FIVE, Scripted([0.7, 0.8]), metrics)) == [4, 2, 5, 1, 3]
+
+
+def test_p2c_never_fails_over_to_a_known_bad_target_before_a_healthy_one() -> None:
+    bad, good = TargetMetrics(30, 500, count=10), TargetMetrics(99, 500, count=100)
+    metrics = {"1:m": bad, "2:m": good, "3:m": good}
+    for seed in range(50):
+        order = ids(p2c((A, B, C), random.Random(seed), metrics))
+        assert order[-1] == 1, order
 
 
 def test_p2c_never_puts_an_open_breaker_first_and_penalises_half_open() -> None:

@@ -207,3 +207,19 @@ def test_a_combo_of_only_inactive_nested_combos_keeps_today_s_error() -> None:
         plan_route(world(combo("outer", "combo:dormant")), "outer", key())
 
     assert caught.value.code == "all_accounts_inactive"
+
+
+# --- one model twice --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["pipeline", "fusion"])
+def test_a_pipeline_or_panel_may_ask_one_model_in_two_steps(strategy: str) -> None:
+    team = combo("team", "beta/b-small", "beta/b-small", strategy=strategy)
+
+    assert planned(world(team), "team") == [("beta/b-small", 3, 0), ("beta/b-small", 3, 1)]
+
+
+def test_other_strategies_plan_a_repeated_model_once() -> None:
+    team = combo("team", "beta/b-small", "beta/b-large", "beta/b-small")
+
+    assert planned(world(team), "team") == [("beta/b-small", 3, 0), ("beta/b-large", 3, 1)]
