@@ -115,6 +115,13 @@ async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
         _maybe_recheck_expired()
 
 
+async def housekeeping_settle() -> None:
+    """Wait until the chores running on this event loop have ended (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    while mine := [task for task in _background if task.get_loop() is loop]:
+        await asyncio.gather(*mine, return_exceptions=True)
+
+
 def _in_background(work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
     task: asyncio.Task[object] = asyncio.ensure_future(work)
     _background.add(task)

@@ -15,6 +15,8 @@ from channels.db import database_sync_to_async
 from django.db.backends.utils import CursorWrapper
 from pytest_django.fixtures import Settings
 
+from resilience.persistence import persistence_flush
+from resilience.services.housekeeping import housekeeping_settle
 from routing.consumers import ChatCompletionsConsumer, ModelsConsumer, ProxyConsumer
 from routing.models import Combo, Provider, ProviderConnection
 from routing.services import combo_save
@@ -218,9 +220,13 @@ async def test_hot_path_makes_no_query_and_sees_config_changes(
     plain_key: str,
     stream: bool,
 ) -> None:
-    # given: a first request built the snapshot
+    # given: a request built the snapshot, and what it left running in the background (its
+    # write-through, a chore that came due) has ended: none of it is the next request's
     fake = FakeUpstream({UPSTREAM_SECRET: ok, FRESH_SECRET: ok})
-    assert (await call(fake, plain_key, chat())).status == 200
+    for _ in range(2):
+        assert (await call(fake, plain_key, chat())).status == 200
+        await persistence_flush()
+        await housekeeping_settle()
     # when / then: the next one reads no database
     with no_queries():
         warm = await call(fake, plain_key, chat(stream=stream))
