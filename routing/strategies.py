@@ -65,6 +65,7 @@ from routing.quota_strategies import QUOTA_STRATEGIES, quota_ordered
 quota_share_state = QuotaShareState()  # this process's deficits and in-flight slots
 decks: dict[str, ordering.Deck] = {}  # strict-random's deck per combo, this process's
 clock: Callable[[], float] = time.monotonic
+wall_clock: Callable[[], float] = time.time  # epoch seconds, as the metrics records
 rng: random.Random = random.Random()
 COUNTER_TTL_SECONDS = 24 * 3600.0
 MAX_DECKS = 200
@@ -190,7 +191,9 @@ def _target_metrics(record: dict[str, Any]) -> ordering.TargetMetrics:
     rate = 100.0 * int(record.get("ok", 0)) / count if count else None
     latency = record.get("latency_ms")
     latency_ms = float(latency) if latency is not None else None
-    return ordering.TargetMetrics(rate, latency_ms, count=count)
+    at = record.get("at")
+    age = wall_clock() - float(at) if isinstance(at, int | float) else None
+    return ordering.TargetMetrics(rate, latency_ms, count=count, age_seconds=age)
 
 
 def _quota_share(context: AttemptContext) -> None:

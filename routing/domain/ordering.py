@@ -38,9 +38,10 @@ UNKNOWN_SUCCESS_SCORE = 0.5  # p2c: successRate / 100 when the success rate is u
 UNKNOWN_LATENCY_SCORE = 0.25  # p2c: the latency term when the latency is unknown or <= 0
 HALF_OPEN_PENALTY = 0.25  # p2c: subtracted from a target whose breaker is HALF_OPEN
 P2C_TIE_BAND = 0.02  # p2c: scores this close are a tie (about 2 points of success rate)
-P2C_LATENCY_TIE_MS = 250.0  # p2c: latencies this close (or 25 % apart) are a tie: LLM calls take s
-P2C_LATENCY_TIE_SHARE = 0.25
+P2C_LATENCY_TIE_MS = 1_000.0  # p2c: latencies this close are a tie (LLM calls take seconds)
+P2C_LATENCY_TIE_SHARE = 0.5  # p2c: and so are latencies within 50 % of each other
 P2C_MIN_SAMPLES = 5  # p2c: a target with fewer requests is not judged by its metrics yet
+P2C_STALE_SECONDS = 60.0  # p2c: nor one whose last request is older (it may have recovered)
 
 __all__ = [
     "Deck",
@@ -174,6 +175,7 @@ class TargetMetrics:
     avg_latency_ms: float | None
     breaker: str = BreakerState.CLOSED
     count: int = 0  # requests it served for the combo
+    age_seconds: float | None = None  # since its last request (None: unknown)
 
 
 def p2c_score(metrics: TargetMetrics | None) -> float:
@@ -198,11 +200,13 @@ def p2c_score(metrics: TargetMetrics | None) -> float:
 
 def p2c_comparable(a: TargetMetrics | None, b: TargetMetrics | None) -> bool:
     """Whether two targets are a p2c tie: scores within :data:`P2C_TIE_BAND`; one not measured
-    yet (fewer than :data:`P2C_MIN_SAMPLES` requests: it must be tried to be known) and
+    yet (fewer than :data:`P2C_MIN_SAMPLES` requests, or none for :data:`P2C_STALE_SECONDS`:
+    it must be tried to be known) and
     neither breaker OPEN; or the same
     breaker state and success rates within 2 points with latencies within
-    :data:`P2C_LATENCY_TIE_MS` or 25 % of each other (the latency term of the score is steep
-    at a few milliseconds, where such differences are noise)."""
+    :data:`P2C_LATENCY_TIE_MS` or 50 % of each other (the latency term of the score is steep
+    at a few milliseconds, where such differences are noise, and a passing spike must not
+    starve a target)."""
     if abs(p2c_score(a) - p2c_score(b)) <= P2C_TIE_BAND:
         return True
     if _unmeasured(a) or _unmeasured(b):  # nothing known yet: its turn comes by its count
@@ -217,10 +221,12 @@ def p2c_comparable(a: TargetMetrics | None, b: TargetMetrics | None) -> bool:
 
 
 def _unmeasured(metrics: TargetMetrics | None) -> bool:
-    """Too few requests to judge it by (a first call pays for a cold connection)."""
+    """Too few requests to judge it by (a first call pays for a cold connection), or none for
+    a while: a target that lost every pair would otherwise never be measured again."""
     if metrics is None or (metrics.success_rate is None and metrics.avg_latency_ms is None):
         return True
-    return 0 < metrics.count < P2C_MIN_SAMPLES
+    stale = metrics.age_seconds is not None and metrics.age_seconds > P2C_STALE_SECONDS
+    return stale or 0 < metrics.count < P2C_MIN_SAMPLES
 
 
 def _open(metrics: TargetMetrics | None) -> bool:

@@ -8,6 +8,7 @@ One record per (combo, execution key) for :data:`METRICS_TTL_SECONDS` after its 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from resilience.store import Json, StateStore
@@ -26,15 +27,16 @@ def metrics_key(combo: str, target: Target) -> str:
     return f"{_PREFIX}{combo}:{execution_key(target)}"
 
 
-def updated(current: Any, ok: bool, latency_ms: int) -> dict[str, Any]:
-    """A record with one more request (pure)."""
+def updated(current: Any, ok: bool, latency_ms: int, now: float | None = None) -> dict[str, Any]:
+    """A record with one more request, made at ``now`` (epoch seconds) (pure)."""
     record = current if isinstance(current, dict) else {}
     count = int(record.get("count", 0)) + 1
     succeeded = int(record.get("ok", 0)) + (1 if ok else 0)
     mean = record.get("latency_ms")
     if ok and latency_ms > 0:
         mean = latency_ms if mean is None else mean + LATENCY_WEIGHT * (latency_ms - mean)
-    return {"count": count, "ok": succeeded, "latency_ms": mean}
+    record = {"count": count, "ok": succeeded, "latency_ms": mean}
+    return record if now is None else {**record, "at": now}
 
 
 class ComboMetricsRecorder:
@@ -47,9 +49,9 @@ class ComboMetricsRecorder:
         combo = context.plan.combo
         if combo is None:
             return
-        ok, latency = outcome.ok, outcome.latency_ms
+        ok, latency, now = outcome.ok, outcome.latency_ms, time.time()
         await self.store.update(
-            metrics_key(combo, target), lambda current: updated(current, ok, latency),
+            metrics_key(combo, target), lambda current: updated(current, ok, latency, now),
             ttl=METRICS_TTL_SECONDS,
         )  # fmt: skip
 

@@ -346,15 +346,18 @@ def test_p2c_second_pick_is_among_the_least_used_others() -> None:
     ("a", "b", "tie"),
     [
         (TargetMetrics(100, 2), TargetMetrics(100, 9), True),  # a few ms apart: noise
-        (TargetMetrics(100, 400), TargetMetrics(99, 480), True),  # within 25 %, 1 point
+        (TargetMetrics(100, 4_000), TargetMetrics(99, 5_600), True),  # within 50 %, 1 point
         (TargetMetrics(100, 900), TargetMetrics(100, 2_700), False),  # 3x slower
-        (TargetMetrics(100, 40), TargetMetrics(100, 260), True),  # 220 ms: noise for an LLM call
+        (TargetMetrics(100, 40), TargetMetrics(100, 900), True),  # 860 ms: noise for an LLM call
+        (TargetMetrics(100, 40), TargetMetrics(100, 1_200), False),  # over a second apart
         (TargetMetrics(100, 100), TargetMetrics(90, 100), False),  # 10 points less success
         (TargetMetrics(100, 5), TargetMetrics(100, 5, "half_open"), False),
         (TargetMetrics(None, None), TargetMetrics(None, None), True),
         (TargetMetrics(100, 5, count=3), None, True),  # never tried: its turn by count
         (TargetMetrics(100, 5, count=9), TargetMetrics(100, 900, count=2), True),  # 2: too few
-        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 900, count=5), False),
+        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 1_900, count=5), False),
+        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 1_900, count=5, age_seconds=61), True),
+        (TargetMetrics(100, 5, count=9), TargetMetrics(100, 1_900, count=5, age_seconds=59), False),
         (TargetMetrics(100, 5, "open", count=3), None, False),
     ],
 )
