@@ -52,7 +52,7 @@ def test_the_lifecycle() -> None:
 def _every_stored_value() -> str:
     """Every value of every table of the test database, as text."""
     with connection.cursor() as cursor:
-        dump = []
+        dump: list[str] = []
         for table in connection.introspection.table_names(cursor):
             cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
             dump.extend(repr(row) for row in cursor.fetchall())
