@@ -5,13 +5,17 @@ and stays on the new one, sessions spread least-recently-used, and the pins surv
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from channels.db import database_sync_to_async
+from django.db.backends.utils import CursorWrapper
 
 from resilience.persistence import persistence_flush
+from resilience.services.housekeeping import housekeeping_settle
 from resilience.store import MemoryStore
 from routing.models import Provider, SessionAffinityPin
 from tests.routing.affinity_support import (
@@ -174,6 +178,38 @@ async def test_a_pin_survives_a_restart(gateway: Gateway, abc: list[int]) -> Non
 
     assert await served(gateway, "s1", 2) == [b, b]  # restored at start-up, not chosen anew
     assert await served(gateway, "s2") == [a]  # a fresh store: a new session starts at a
+
+
+async def test_a_pinned_session_reads_and_writes_no_database_on_its_way(
+    gateway: Gateway, abc: list[int]
+) -> None:
+    a, _, _ = abc
+    for _ in range(2):  # the snapshot, the restore, the new pin's row: before the guard
+        assert await served(gateway, "s1") == [a]
+        await persistence_flush()
+        await housekeeping_settle()
+
+    with queries_seen() as seen:  # in any thread: the slid pin's row is not due for a minute
+        assert await served(gateway, "s1", 2) == [a, a]
+        await persistence_flush()
+
+    assert seen == []  # (a write-through that failed on the guard would only be logged)
+
+
+@contextmanager
+def queries_seen() -> Iterator[list[str]]:
+    """Every SQL statement, in any thread, is refused and listed."""
+    seen: list[str] = []
+
+    def refuse(sql: str, *args: object, **kwargs: object) -> None:
+        seen.append(sql)
+        raise AssertionError("the hot path queried the database")
+
+    with (
+        patch.object(CursorWrapper, "execute", side_effect=refuse),
+        patch.object(CursorWrapper, "executemany", side_effect=refuse),
+    ):
+        yield seen
 
 
 def _count_calls(store: MemoryStore, calls: list[str]) -> None:
