@@ -70,22 +70,33 @@ async def keep_session_together(
     session = session_key(payload, headers)
     if session is None:
         return
-    ttl = settings.ttl_seconds
-    choices: list[_Choice] = []
-    for provider, candidates in provider_candidates(context.plan.targets).items():
-        key_hash = pin_hash(provider, f"{context.key.id}:{session}")
-        pin = await affinity_pin_get(
-            store=store, provider=provider, key_hash=key_hash, ttl_seconds=ttl
-        )
-        planned = pin is not None and any(pin.connection_id == c for c, _ in candidates)
-        pinned = pin.connection_id if pin is not None and planned else None
-        chosen = await affinity_choose(
-            store=store, provider=provider, candidates=candidates, pinned=pinned
-        )
-        targets = with_first(context.plan.targets, provider, chosen)
-        context.plan = replace(context.plan, targets=targets)
-        choices.append(_Choice(provider, key_hash, pin.connection_id if pin else None))
+    ttl, identity = settings.ttl_seconds, f"{context.key.id}:{session}"
+    choices = [
+        await _choose(context, store, provider, candidates, pin_hash(provider, identity), ttl)
+        for provider, candidates in provider_candidates(context.plan.targets).items()
+    ]
     context.on_finish.append(lambda: _settle(context, store, choices, ttl))
+
+
+async def _choose(
+    context: AttemptContext,
+    store: StateStore,
+    provider: str,
+    candidates: list[tuple[int, int]],
+    key_hash: str,
+    ttl: float,
+) -> _Choice:
+    """Put the session's connection at ``provider`` first: its pin's, when the plan has it,
+    else the least recently used."""
+    pin = await affinity_pin_get(store=store, provider=provider, key_hash=key_hash, ttl_seconds=ttl)
+    planned = pin is not None and any(pin.connection_id == c for c, _ in candidates)
+    pinned = pin.connection_id if pin is not None and planned else None
+    chosen = await affinity_choose(
+        store=store, provider=provider, candidates=candidates, pinned=pinned
+    )
+    targets = with_first(context.plan.targets, provider, chosen)
+    context.plan = replace(context.plan, targets=targets)
+    return _Choice(provider, key_hash, pin.connection_id if pin is not None else None)
 
 
 async def _settle(

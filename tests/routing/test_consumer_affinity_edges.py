@@ -45,8 +45,10 @@ from tests.routing.harness import (
     communicator,
     error,
     in_turn,
+    read_reply,
     send_body,
 )
+from tests.routing.stream_support import answer_chunks, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -149,6 +151,22 @@ async def test_a_client_that_leaves_never_evicts(
     assert await pinned_to(gateway.store, await key_id(), "s1") == a
     gateway.fake.behaviours[KEYS[0]] = in_turn(OK)
     assert await served(gateway, "s1") == [a]
+
+
+async def test_a_streamed_answer_pins_the_session_too(
+    gateway: Gateway, acme: Provider, all_ok: None
+) -> None:
+    a, b, _ = await database_sync_to_async(three_connections)(acme)
+    assert await served(gateway, "s0") == [a]
+    gateway.fake.behaviours[KEYS[1]] = streaming(answer_chunks())
+
+    for _ in range(2):
+        comm = communicator(gateway.app, gateway.key, extra_headers=[(b"x-session-id", b"s1")])
+        await send_body(comm, chat(stream=True))
+        reply = await read_reply(comm)
+        assert (reply.status, reply.connection) == (200, b)
+
+    assert await pinned_to(gateway.store, await key_id(), "s1") == b
 
 
 # --- headers (decision 8) ----------------------------------------------------------------------
