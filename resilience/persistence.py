@@ -97,6 +97,14 @@ def _schedule(fn: Callable[..., None], *args: Any) -> asyncio.Task[None]:
     return task
 
 
+def write_in_background(fn: Callable[..., None], *args: Any) -> asyncio.Task[None]:
+    """Queue ``fn(*args)`` (sync: one short write of a row) behind the other write-through
+    writes: in order, on Django's sync thread, best effort (a failure is logged and dropped).
+    Routing queues the durable copies of its own short-lived state here (session-affinity
+    pins), so that ``persistence_flush`` waits for them too."""
+    return _schedule(fn, *args)
+
+
 def persist_breaker(
     name: str, breaker: Breaker, policy: BreakerPolicy | None
 ) -> asyncio.Task[None]:

@@ -1,8 +1,9 @@
 """The /v1 proxy: thin async consumers over the attempt loop.
 
 Each consumer authenticates against the in-process snapshot, resolves the model, orders a
-combo's targets by its strategy, runs the attempt loop (or a fusion or pipeline prelude), and
-relays the winner. While the upstream is being asked or streamed, the relay races the client's
+combo's targets by its strategy, puts a client session's connection first
+(``routing.affinity``), runs the attempt loop (or a fusion or pipeline prelude), and relays the
+winner. While the upstream is being asked or streamed, the relay races the client's
 ``http.disconnect`` (``routing.proxy``) so that a client that leaves cancels the upstream
 request at once.
 """
@@ -16,6 +17,7 @@ from resilience.domain.attempt_policy import AttemptPolicy, deadline_ms
 from resilience.services.housekeeping import resilience_ready
 from resilience.store import StateStore
 from routing import attempts, context_relay
+from routing.affinity import keep_session_together
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 from routing.domain.catalog import model_detail, model_list
 from routing.domain.endpoints import MESSAGES, Endpoint
@@ -83,6 +85,7 @@ class RelayConsumer(ProxyConsumer):
         )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
         await order_targets(context, self.store, request.payload, self.scope["headers"])
+        await keep_session_together(context, self.store, request.payload, self.scope["headers"])
         await context_relay.prepare(
             context, self.store, self.upstream, request.payload, self.scope["headers"]
         )

@@ -271,6 +271,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         request_queue=settings.request_queue,
         quota_share=settings.quota_share,
         combo_cooldown_wait=settings.combo_cooldown_wait,
+        session_affinity=settings.session_affinity,
     )
 
 

@@ -76,12 +76,19 @@ class IntegersField(forms.Field):
 def _form_field(path: str, spec: FieldSpec) -> forms.Field:
     # No min/max here: the bounds are validate_patch's to check, with the API's messages.
     if spec.kind is Kind.BOOL:
-        return forms.BooleanField(label=path, required=False)
+        return forms.BooleanField(label=path, required=False, help_text=spec.help)
     if spec.kind is Kind.OPTIONAL_BOOL:
-        return forms.NullBooleanField(label=path, widget=_optional_bool_widget())
+        widget = _optional_bool_widget()
+        return forms.NullBooleanField(label=path, widget=widget, help_text=spec.help)
     if spec.kind is Kind.INT_LIST:
-        return IntegersField(label=path, required=False, help_text="comma-separated")
-    return forms.IntegerField(label=path, help_text=f"{spec.minimum:,} – {spec.maximum:,}")
+        return IntegersField(label=path, required=False, help_text=_help(spec, "comma-separated"))
+    bounds = f"{spec.minimum:,} – {spec.maximum:,}"
+    return forms.IntegerField(label=path, help_text=_help(spec, bounds))
+
+
+def _help(spec: FieldSpec, detail: str) -> str:
+    """The setting's own help text, if it has one, then ``detail`` (its bounds or format)."""
+    return f"{spec.help} ({detail})" if spec.help else detail
 
 
 class _SettingsFormBase(ModelFormBase):

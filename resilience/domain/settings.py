@@ -18,6 +18,7 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
                   concurrentRequests, globalConcurrentRequests, maxWaitMs, maxQueueDepth}
     quotaShareConcurrencyLimit.{enabled}
     comboCooldownWait.{enabled, maxWaitMs, maxAttempts, budgetMs}
+    sessionAffinity.{ttlMs}
 
 ``connectionCooldown`` (reference-part1 §4.2) has no ``local`` section: local providers keep
 the legacy mapping of their profile-table numbers (base = max(transient 2 000, rate-limit
@@ -43,6 +44,9 @@ non-empty list of such integers. Its ``maxCooldownMs`` also caps connection cool
 5 (0..10), ``budgetMs`` 300 000 (0..300 000, at least ``maxWaitMs``). Its ``enabled`` resolves
 to false when ``maxWaitMs`` or ``maxAttempts`` is 0 (the document then shows false too);
 ``should_wait`` in the same module is the pure decision of one wait (§4.3, §4.4).
+
+``sessionAffinity`` (reference-part2 §1.3, where it is a separate card, ``sessionAffinityTtlMs``)
+resolves to ``SessionAffinitySettings``: ``ttlMs`` 0 (off) to 86 400 000, for every provider.
 
 ``SCHEMA`` is the table everything walks: dotted path → ``FieldSpec`` (kind, bounds, default,
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
@@ -79,6 +83,7 @@ from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import PROFILES, ProfileName, ProviderProfile
 from resilience.domain.quota_share_settings import QuotaShareSettings
 from resilience.domain.request_queue import RequestQueueSettings
+from resilience.domain.session_affinity_settings import SessionAffinitySettings
 
 # Re-exported: the row type of ``SCHEMA`` and its kinds, for the API schema and the admin form.
 from resilience.domain.settings_fields import FieldSpec as FieldSpec
@@ -173,6 +178,7 @@ class ResilienceSettings:
     combo_cooldown_wait: ComboCooldownWaitSettings = field(
         default_factory=ComboCooldownWaitSettings
     )
+    session_affinity: SessionAffinitySettings = field(default_factory=SessionAffinitySettings)
 
     def breaker_for(self, profile: ProfileName) -> BreakerSettings:
         return self.provider_breaker[profile]
@@ -253,6 +259,7 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
         request_queue=request_queue(values),
         quota_share=QuotaShareSettings(enabled=bool(values["quotaShareConcurrencyLimit.enabled"])),
         combo_cooldown_wait=combo_cooldown_wait(values),
+        session_affinity=SessionAffinitySettings(ttl_ms=number_of(values, "sessionAffinity.ttlMs")),
     )
 
 
@@ -311,6 +318,7 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
         "requestQueue": request_queue_document(settings.request_queue),
         "quotaShareConcurrencyLimit": {"enabled": settings.quota_share.enabled},
         "comboCooldownWait": combo_cooldown_wait_document(settings.combo_cooldown_wait),
+        "sessionAffinity": {"ttlMs": settings.session_affinity.ttl_ms},
     }
 
 

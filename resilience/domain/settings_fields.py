@@ -82,7 +82,8 @@ class FieldSpec:
     """One setting: its kind, bounds (integers, list items), default and optional environment
     override. ``loose`` (booleans): a stored "true", "1" or non-zero number also reads as true
     (the reference's reading of ``modelLockout.enabled``); a patch still takes only booleans.
-    ``env_yes`` (booleans): the environment variable also takes "yes" and "no"."""
+    ``env_yes`` (booleans): the environment variable also takes "yes" and "no". ``help``: what
+    the setting does, in words, for the operator's form."""
 
     kind: Kind
     default: Default
@@ -91,6 +92,7 @@ class FieldSpec:
     env: str | None = None
     loose: bool = False
     env_yes: bool = False
+    help: str = ""
 
     def default_value(self, env: Mapping[str, str]) -> Value:
         """The default with the environment override applied (invalid overrides are ignored)."""

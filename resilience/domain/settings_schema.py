@@ -17,6 +17,11 @@ from resilience.domain.lockout import LockoutSettings
 from resilience.domain.profiles import ProfileName, ProviderProfile, profile_with_env
 from resilience.domain.quota_share_settings import QuotaShareSettings
 from resilience.domain.request_queue import RequestQueueSettings
+from resilience.domain.session_affinity_settings import (
+    MAX_TTL_MS,
+    TTL_HELP,
+    SessionAffinitySettings,
+)
 from resilience.domain.settings_fields import (
     AtMostRule,
     BelowRule,
@@ -207,6 +212,13 @@ COMBO_COOLDOWN_WAIT_FIELDS: dict[str, FieldSpec] = {
     "comboCooldownWait.budgetMs": FieldSpec(Kind.INT, _COMBO_WAIT.budget_ms, 0, COMBO_WAIT_MAX_MS),
 }
 
+# reference-part2 §1.3: off (0) by default, for every provider.
+SESSION_AFFINITY_FIELDS: dict[str, FieldSpec] = {
+    "sessionAffinity.ttlMs": FieldSpec(
+        Kind.INT, SessionAffinitySettings().ttl_ms, 0, MAX_TTL_MS, help=TTL_HELP
+    ),
+}
+
 SCHEMA: dict[str, FieldSpec] = {
     **{path: spec for name in ProfileName for path, spec in _breaker_fields(name).items()},
     "providerCooldown.enabled": FieldSpec(Kind.BOOL, False, env="PROVIDER_COOLDOWN_ENABLED"),
@@ -224,6 +236,7 @@ SCHEMA: dict[str, FieldSpec] = {
     **REQUEST_QUEUE_FIELDS,
     **QUOTA_SHARE_FIELDS,
     **COMBO_COOLDOWN_WAIT_FIELDS,
+    **SESSION_AFFINITY_FIELDS,
 }
 SECTIONS = tuple(dict.fromkeys(path.split(".")[0] for path in SCHEMA))
 # Every proper prefix of a path: the objects a document may contain.

@@ -6,11 +6,12 @@ background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-c
 (routing's, handed in through ``register_expired_recheck``) every
 ``EXPIRED_RECHECK_INTERVAL_SECONDS``.
 
-The breakers persisted in the database are restored into the store again whenever the store
-may have lost them: when Redis answers again after an outage (the store's recovery callback),
-and when Redis lost its data without an outage (restarted empty, flushed).  The latter shows
-as a missing restore marker, a key written after every restore and checked every
-``MARKER_CHECK_INTERVAL_SECONDS``.
+The breakers persisted in the database, and the durable state the upper layers register
+(``register_durable_state``: routing's session-affinity pins), are restored into the store
+again whenever the store may have lost them: when Redis answers again after an outage (the
+store's recovery callback), and when Redis lost its data without an outage (restarted empty,
+flushed).  The latter shows as a missing restore marker, a key written after every restore and
+checked every ``MARKER_CHECK_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,30 @@ class _Periodic:
 
 _expired_recheck = _Periodic()
 
+DurableRestore = Callable[[StateStore, bool], Awaitable[int]]
+"""Load a kind of durable state into a store: ``(store, overwrite)`` → how many records."""
+DurableSweep = Callable[[StateStore], Awaitable[object]]
+"""Drop what has lapsed of a kind of durable state (every ``SWEEP_INTERVAL_SECONDS``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Durable:
+    restore: DurableRestore
+    sweep: DurableSweep | None = None
+
+
+_durables: dict[str, _Durable] = {}
+
+
+def register_durable_state(
+    name: str, *, restore: DurableRestore, sweep: DurableSweep | None = None
+) -> None:
+    """Restore ``name``'s durable state whenever the breakers are restored (cold start, a
+    store back after an outage with ``overwrite``, a store that lost its data), and sweep it
+    with them. Resilience never imports the upper layers: they hand their state in here
+    (``RoutingConfig.ready``); registering a name again replaces it."""
+    _durables[name] = _Durable(restore, sweep)
+
 
 def register_expired_recheck(run_pass: Callable[[], object]) -> None:
     """Run ``run_pass`` every ``EXPIRED_RECHECK_INTERVAL_SECONDS`` in the background.
@@ -75,6 +100,14 @@ def register_expired_recheck(run_pass: Callable[[], object]) -> None:
 async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
     rows = await db_sync_to_async(persisted_breakers)()
     restored = await breaker_restore(store=store, rows=rows, overwrite=overwrite)
+    for name, durable in list(_durables.items()):
+        try:
+            count = await durable.restore(store, overwrite)
+        except Exception:  # the breakers and the other kinds are restored all the same
+            logger.exception("restoring %s failed", name)
+            continue
+        if count:
+            logger.info("restored %d record(s) of %s from the database", count, name)
     await store.set(RESTORE_MARKER_KEY, True)
     if restored:
         logger.info("restored %d breaker(s) from the database", restored)
@@ -159,8 +192,19 @@ async def _check_store(store: StateStore, *, sweep: bool) -> None:
             await _restore(store)
         if sweep:
             await breaker_sweep(store=store)
+            await _sweep_durables(store)
     except Exception:
         logger.exception("state store check failed")
+
+
+async def _sweep_durables(store: StateStore) -> None:
+    for name, durable in list(_durables.items()):
+        if durable.sweep is None:
+            continue
+        try:
+            await durable.sweep(store)
+        except Exception:
+            logger.exception("sweeping %s failed", name)
 
 
 def _maybe_recheck_expired() -> None:

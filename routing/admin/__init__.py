@@ -7,6 +7,7 @@ forms never render them and pages show at most the masked preview.
 
 from __future__ import annotations
 
+from routing.admin.affinity import SessionAffinityPinAdmin
 from routing.admin.catalog import ModelCatalogEntryAdmin
 from routing.admin.combos import ComboAdmin
 from routing.admin.connections import ProviderConnectionAdmin
@@ -21,4 +22,5 @@ __all__ = [
     "ModelCatalogEntryAdmin",
     "ProviderAdmin",
     "ProviderConnectionAdmin",
+    "SessionAffinityPinAdmin",
 ]

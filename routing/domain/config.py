@@ -20,6 +20,7 @@ from resilience.domain.lockout import LockoutSettings
 from resilience.domain.quota_share_settings import QuotaShareSettings
 from resilience.domain.request_queue import RequestQueueSettings
 from resilience.domain.rules import ErrorRule, RestatementRule
+from resilience.domain.session_affinity_settings import SessionAffinitySettings
 from resilience.domain.stream_recovery import StreamRecoverySettings
 from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.combo_options import DEFAULT_OPTIONS, ComboOptions
@@ -183,6 +184,7 @@ class ConfigSnapshot:
     combo_cooldown_wait: ComboCooldownWaitSettings = field(
         default_factory=ComboCooldownWaitSettings
     )
+    session_affinity: SessionAffinitySettings = field(default_factory=SessionAffinitySettings)
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

@@ -2,9 +2,10 @@
 
 A descriptor says everything the generic relay consumer needs to serve one client API: how
 to parse and validate a request, which targets can serve it (by wire format; no translation
-between formats), the upstream path, the client headers passed through, how the API writes an
-error body and reads a stream (its in-band error event, its end marker, its tokens). Adding a
-client API is adding a descriptor here and a route in ``omniroute.asgi``.
+between formats), the upstream path, the client headers passed through (never one of
+``NEVER_FORWARDED``), how the API writes an error body and reads a stream (its in-band error
+event, its end marker, its tokens). Adding a client API is adding a descriptor here and a route
+in ``omniroute.asgi``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,18 @@ from routing.domain.requests import (
     parse_responses_request,
 )
 from routing.domain.responses_stream import ResponsesStream
+from routing.domain.session_key import SESSION_HEADERS
 from routing.domain.stream_state import Splicing, StreamState
 from routing.domain.vocabulary import WireFormat
+
+NEVER_FORWARDED = frozenset(
+    {
+        *SESSION_HEADERS, b"authorization", b"x-api-key", b"x-omniroute-lease-owner",
+        b"x-omniroute-lease-generation",
+    }
+)  # fmt: skip
+"""Client headers no endpoint passes upstream (spec decision 8): the three session-affinity
+headers, the lease headers and the client's own credentials for the gateway."""
 
 
 def _as_is(status: int, body: bytes) -> bytes:
@@ -43,6 +54,12 @@ class Endpoint:
     passed_headers: tuple[bytes, ...] = ()  # client request headers forwarded upstream
     pins_responses: bool = False  # answers have ids a later request may continue from
     splicing: Splicing | None = None  # how a stream cut after commit is continued, if it can be
+
+    def __post_init__(self) -> None:
+        refused = sorted(NEVER_FORWARDED.intersection(self.passed_headers))
+        if refused:
+            names = ", ".join(name.decode() for name in refused)
+            raise ValueError(f"{self.name} may not pass {names} upstream")
 
 
 CHAT_COMPLETIONS = Endpoint(

@@ -1,6 +1,7 @@
 """Operator objects of the routing app: providers, connections, client keys, combos and the model
-catalog, feature flags."""
+catalog, feature flags, and the durable copy of session-affinity pins."""
 
+from routing.models.affinity import SessionAffinityPin
 from routing.models.catalog import ModelCatalogEntry
 from routing.models.combos import Combo, ComboTarget
 from routing.models.flags import FeatureFlag
@@ -17,4 +18,5 @@ __all__ = [
     "Provider",
     "ProviderConnection",
     "ProxyLog",
+    "SessionAffinityPin",
 ]

@@ -66,7 +66,7 @@ def test_document_shape_covers_the_schema() -> None:
     assert list(document) == [
         "providerBreaker", "providerCooldown", "connectionCooldown", "modelLockout",
         "availability", "attempts", "streamRecovery", "requestQueue", "quotaShareConcurrencyLimit",
-        "comboCooldownWait",
+        "comboCooldownWait", "sessionAffinity",
     ]  # fmt: skip
     assert list(document["providerBreaker"]) == ["oauth", "apikey", "local"]
     assert set(flatten(document)) == set(SCHEMA)

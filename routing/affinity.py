@@ -1,0 +1,152 @@
+"""Session affinity around one request (reference-part2 §1, spec decision 8): the step after
+the strategy step, and what the request's end teaches the pins.
+
+When ``sessionAffinity.ttlMs`` is above 0 and the request names a session
+(``routing.domain.session_key``: a session header, a session field of the body, else a hash of
+its first input text), each provider of the plan gets one connection first: the session's live
+pin there, when the plan has it, else the least recently used of the provider's connections
+in the plan (``routing.domain.affinity``). It moves to the front of each of that provider's
+steps; targets never cross steps, so a combo's declared fail-over order stays. The strategies
+whose order is their point (``OWNS_ORDERING``: cache-optimized, quota-share, round-robin,
+strict-random, fusion, pipeline, reset-aware, headroom, reset-window, auto) are left alone.
+
+When the request ends:
+
+* a connection of the provider answered → the session is pinned there (slid forward when it
+  was already; made, or moved, otherwise): a session whose connection failed or cooled down
+  moves to the one that answered instead, and stays there;
+* nothing of the provider answered, and the pinned connection was skipped (cooling down,
+  locked, breaker open, ...) or failed in a way the gateway fails over on (a 5xx, a 429, a
+  timeout) → the pin is deleted (§1.7), so the next request chooses afresh;
+* otherwise (the client left, the request itself was refused) the pin stays as it is.
+
+Sessions are told apart per client key: one client's session id never steers another's.
+With the TTL at 0 (the default) nothing here touches the state store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from resilience.store import StateStore
+from routing.attempts import AttemptContext
+from routing.domain.affinity import OWNS_ORDERING, pin_hash, provider_candidates, with_first
+from routing.domain.outcomes import OutcomeKind, should_fail_over
+from routing.domain.planning import Target
+from routing.domain.session_key import session_key
+from routing.services.affinity import (
+    affinity_choose,
+    affinity_pin_answered,
+    affinity_pin_evict,
+    affinity_pin_get,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """What affinity decided for one provider of the request."""
+
+    provider: str
+    key_hash: str
+    pinned: int | None  # the connection of the session's live pin, if it had one
+
+
+async def keep_session_together(
+    context: AttemptContext,
+    store: StateStore,
+    payload: Mapping[str, Any],
+    headers: Iterable[tuple[bytes, bytes]],
+) -> None:
+    """Put each provider's connection for this session first in ``context.plan`` and settle
+    the pins when the request ends (see the module docstring)."""
+    settings = context.snapshot.session_affinity
+    if not settings.enabled or context.plan.strategy in OWNS_ORDERING:
+        return
+    session = session_key(payload, headers)
+    if session is None:
+        return
+    ttl, identity = settings.ttl_seconds, f"{context.key.id}:{session}"
+    choices = [
+        await _choose(context, store, provider, candidates, pin_hash(provider, identity), ttl)
+        for provider, candidates in provider_candidates(context.plan.targets).items()
+    ]
+    context.on_finish.append(lambda: _settle(context, store, choices, ttl))
+
+
+async def _choose(
+    context: AttemptContext,
+    store: StateStore,
+    provider: str,
+    candidates: list[tuple[int, int]],
+    key_hash: str,
+    ttl: float,
+) -> _Choice:
+    """Put the session's connection at ``provider`` first: its pin's, when the plan has it,
+    else the least recently used."""
+    pin = await affinity_pin_get(store=store, provider=provider, key_hash=key_hash, ttl_seconds=ttl)
+    planned = pin is not None and any(pin.connection_id == c for c, _ in candidates)
+    pinned = pin.connection_id if pin is not None and planned else None
+    chosen = await affinity_choose(
+        store=store, provider=provider, candidates=candidates, pinned=pinned
+    )
+    targets = with_first(context.plan.targets, provider, chosen)
+    context.plan = replace(context.plan, targets=targets)
+    return _Choice(provider, key_hash, pin.connection_id if pin is not None else None)
+
+
+async def _settle(
+    context: AttemptContext, store: StateStore, choices: list[_Choice], ttl: float
+) -> None:
+    for choice in choices:
+        try:
+            await _settle_one(context, store, choice, ttl)
+        except Exception:  # best effort: the client has its answer already
+            logger.exception("session affinity at %s not settled", choice.provider)
+
+
+async def _settle_one(
+    context: AttemptContext, store: StateStore, choice: _Choice, ttl: float
+) -> None:
+    provider, key_hash = choice.provider, choice.key_hash
+    answered = _answered(context, provider)
+    if answered is not None:
+        await affinity_pin_answered(
+            store=store, provider=provider, key_hash=key_hash, connection_id=answered,
+            ttl_seconds=ttl,
+        )  # fmt: skip
+    elif choice.pinned is not None and _let_down(context, provider, choice.pinned):
+        await affinity_pin_evict(
+            store=store, provider=provider, key_hash=key_hash, connection_id=choice.pinned,
+            ttl_seconds=ttl,
+        )  # fmt: skip
+
+
+def _answered(context: AttemptContext, provider: str) -> int | None:
+    """The connection of ``provider`` that answered the request, if one did."""
+    for target, outcome in reversed(context.attempts):
+        if outcome.ok and target.provider.slug == provider:
+            return target.connection.id
+    return None
+
+
+def _let_down(context: AttemptContext, provider: str, connection: int) -> bool:
+    """Whether the connection was skipped by a timer or a gate, or failed in a way the loop
+    fails over on (a local gate's refusal is the gateway's, not the connection's)."""
+
+    def ours(target: Target) -> bool:
+        return target.provider.slug == provider and target.connection.id == connection
+
+    if any(ours(e.target) and not e.held_back for e in context.exclusions):
+        return True
+    for target, outcome in context.attempts:
+        if not ours(target) or outcome.ok or outcome.kind is OutcomeKind.LOCAL:
+            continue
+        verdict = context.verdict(target)
+        if verdict.fail_over if verdict is not None else should_fail_over(outcome):
+            return True
+    return False
