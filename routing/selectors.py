@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.db.models import Prefetch
+from django.utils import timezone
 
 from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
 from resilience.domain.attempt_policy import AttemptPolicy
@@ -38,6 +39,7 @@ from routing.domain.config import (
     ConnectionInfo,
     KeyInfo,
     ProviderInfo,
+    managed_connection_set,
 )
 from routing.domain.fallback import parse_emergency_fallback
 from routing.domain.rate_limits import read_overrides
@@ -232,9 +234,12 @@ def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
     return {provider: tuple(items) for provider, items in grouped.items()}
 
 
-def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapshot:
+def config_snapshot_build(
+    *, version: int, remote_version: int, now: datetime | None = None
+) -> ConfigSnapshot:
     """Materialise the whole routing configuration into frozen data."""
-    keys = ClientApiKey.objects.prefetch_related("allowed_connections")
+    queryset = ClientApiKey.objects.prefetch_related("allowed_connections")
+    keys = {k.key_hash: _key_info(k) for k in queryset}
     providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
     settings = resilience_settings_current()
     lockout = settings.model_lockout
@@ -248,7 +253,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         remote_version=remote_version,
         providers=providers,
         connections=connection_list_routable(),
-        keys_by_hash={k.key_hash: _key_info(k) for k in keys},
+        keys_by_hash=keys,
         combos=combo_list_snapshot(settings.attempts),
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
@@ -271,6 +276,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         request_queue=settings.request_queue,
         quota_share=settings.quota_share,
         combo_cooldown_wait=settings.combo_cooldown_wait,
+        managed_connections=managed_connection_set(keys.values(), now or timezone.now()),
     )
 
 
