@@ -1,0 +1,45 @@
+"""Reads of the lease table. They never write: an expired row still marked ACTIVE is simply not
+counted (the next lease operation marks it EXPIRED)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from leases.models import ACTIVE, ExclusiveConnectionLease
+from leases.records import LeaseView, check_owner_hash, lease_view, resolve_now
+
+__all__ = ["LeaseView", "lease_active", "lease_occupancy", "lease_status"]
+
+
+def lease_active(*, owner_hash: str, now: datetime | None = None) -> LeaseView | None:
+    """The owner's ACTIVE, unexpired lease, or None."""
+    row = (
+        ExclusiveConnectionLease.objects.filter(
+            ACTIVE, lease_owner_hash=check_owner_hash(owner_hash)
+        )
+        .filter(expires_at__gt=resolve_now(now))
+        .first()
+    )
+    return lease_view(row) if row is not None else None
+
+
+def lease_status(
+    *, owner_hash: str, generation: int, api_key_id: int, now: datetime | None = None
+) -> LeaseView | None:
+    """The owner's lease if it is active under exactly this generation and key, else None: a
+    wrong key, owner or generation and an ended lease all look the same (reference-part2 §2.7)."""
+    view = lease_active(owner_hash=owner_hash, now=now)
+    if view is None or view.generation != generation or view.api_key_id != api_key_id:
+        return None
+    return view
+
+
+def lease_occupancy(*, now: datetime | None = None) -> dict[int, tuple[str, datetime]]:
+    """Connection id → (owner hash, expires_at) of every ACTIVE, unexpired lease."""
+    rows = ExclusiveConnectionLease.objects.filter(ACTIVE, expires_at__gt=resolve_now(now))
+    return {
+        connection_id: (owner, expires_at)
+        for connection_id, owner, expires_at in rows.values_list(
+            "connection_id", "lease_owner_hash", "expires_at"
+        )
+    }
