@@ -121,7 +121,12 @@ def connection_states_live(
 ) -> dict[int, ConnectionState]:
     """Each connection's live state by id: the state store's record (authoritative), else the
     row's. The store is read for all of them at once; sync callers only (admin, API views)."""
-    durable = {c.pk: connection_state_durable(c) for c in connections}
+    return connection_states_over({c.pk: connection_state_durable(c) for c in connections})
+
+
+def connection_states_over(durable: dict[int, ConnectionState]) -> dict[int, ConnectionState]:
+    """Each connection's live state by id, over the durable states given (the snapshot's, or
+    the rows'); sync callers only."""
     return async_to_sync(_states_live)(durable) if durable else {}
 
 

@@ -77,10 +77,10 @@ def parse_lease_request(body: bytes) -> LeaseRequest:
     if not isinstance(payload, dict):
         raise _invalid("The body must be a JSON object with an 'action'.")
     actions = ", ".join(repr(a.value) for a in LeaseAction)
-    try:
-        action = LeaseAction(payload.get("action"))
-    except ValueError:
-        raise _invalid(f"'action' must be one of {actions}.") from None
+    given = payload.get("action")
+    if not isinstance(given, str) or given not in set(LeaseAction):
+        raise _invalid(f"'action' must be one of {actions}.")
+    action = LeaseAction(given)
     if action is LeaseAction.ACQUIRE:
         return LeaseRequest(action, model=_model(payload.get("model")))
     generation = _generation(payload.get("generation"))
@@ -99,12 +99,12 @@ def _model(value: Any) -> str:
 def _generation(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SAFE_INTEGER:
         raise _invalid("'generation' must be a positive integer (at most 2^53 - 1).")
-    return value
+    return int(value)
 
 
 def _reason(payload: dict[str, Any]) -> EndReason:
     value = payload.get("reason", EndReason.OWNER_EXIT.value)
-    if value not in {reason.value for reason in RELEASE_REASONS}:
+    if not isinstance(value, str) or value not in {reason.value for reason in RELEASE_REASONS}:
         raise _invalid("'reason' must be 'OWNER_EXIT' or 'CLIENT_CANCELLED'.")
     return EndReason(value)
 

@@ -40,9 +40,9 @@ from leases.domain.tokens import (
 from routing.domain.config import ComboInfo, ConfigSnapshot, KeyInfo
 from routing.domain.errors import GatewayError
 from routing.domain.lease_errors import LeaseCode, capacity_unavailable, lease_error
-from routing.domain.planning import RoutePlan, Target
+from routing.domain.planning import RoutePlan, Target, plan_route
 from routing.domain.resolution import MAX_COMBO_DEPTH, combo_leaves
-from routing.domain.vocabulary import Strategy
+from routing.domain.vocabulary import Strategy, WireFormat
 
 Headers = Iterable[tuple[bytes, bytes]]
 FAN_OUT_STRATEGIES = frozenset({Strategy.FUSION, Strategy.CONTEXT_RELAY})
@@ -90,9 +90,62 @@ def lease_claim(key: KeyInfo, headers: Headers) -> LeaseClaim | None:
     if not owner or not given:
         raise lease_error(LeaseCode.CONTEXT_REQUIRED)
     generation = parse_generation(given)
-    if not owner_is_valid(owner) or generation is None:
+    if generation is None:
         raise lease_error(LeaseCode.CONTEXT_INVALID)
-    return LeaseClaim(owner_hash(owner), generation, key.id)
+    return LeaseClaim(owner_from_header(owner), generation, key.id)
+
+
+def owner_from_header(value: str | None) -> str:
+    """The hash of the owner token a request carries, or 400 ``LEASE_CONTEXT_REQUIRED`` (absent
+    or blank) / ``LEASE_CONTEXT_INVALID`` (malformed). The token goes no further than this."""
+    if not value or not value.strip():
+        raise lease_error(LeaseCode.CONTEXT_REQUIRED)
+    if not owner_is_valid(value.strip()):
+        raise lease_error(LeaseCode.CONTEXT_INVALID)
+    return owner_hash(value.strip())
+
+
+def check_lease_key(key: KeyInfo) -> None:
+    """A key may hold leases: it carries ``lease:exclusive`` (else 403
+    ``LEASE_SCOPE_REQUIRED``) and names the connections it may lease (else 403
+    ``LEASE_KEY_CONFIGURATION_INVALID``)."""
+    if not key.is_managed:
+        raise lease_error(LeaseCode.SCOPE_REQUIRED)
+    if not key.allowed_connections:
+        raise lease_error(LeaseCode.KEY_CONFIGURATION_INVALID)
+
+
+def check_lease_model(snapshot: ConfigSnapshot, key: KeyInfo, model: str) -> None:
+    """An acquire's model resolves (a combo, or a known provider's model; else 503
+    ``LEASE_SERVICE_UNAVAILABLE``, reference-part2 §2.7 step 4) and the key may use it (else
+    the proxy's own 403 ``model_not_allowed``)."""
+    provider, _, upstream_model = model.partition("/")
+    known = model in snapshot.combos or (bool(upstream_model) and provider in snapshot.providers)
+    if not known:
+        message = f"The model '{model}' could not be resolved to a provider or combo."
+        raise lease_error(LeaseCode.SERVICE_UNAVAILABLE, message)
+    if not key.allows_model(model):
+        raise GatewayError(
+            403, "model_not_allowed", f"This API key may not use the model '{model}'.",
+            error_type="permission_error",
+        )  # fmt: skip
+
+
+def acquire_candidates(snapshot: ConfigSnapshot, key: KeyInfo, model: str) -> tuple[Target, ...]:
+    """The targets an acquire may bind, one per connection, in the model's plan order: the
+    ordinary plan of every wire format (a lease binds a connection, whatever API later uses it),
+    which keeps only the connections the key may use."""
+    targets: list[Target] = []
+    for wire_format in WireFormat:
+        try:
+            targets += plan_route(snapshot, model, key, wire_format).targets
+        except GatewayError:  # nothing of this format (or nothing at all) for this key
+            continue
+    targets.sort(key=lambda target: target.step)  # stable: each step keeps its own order
+    chosen: dict[int, Target] = {}
+    for target in targets:
+        chosen.setdefault(target.connection.id, target)
+    return tuple(chosen.values())
 
 
 def combos_reached(snapshot: ConfigSnapshot, combo: ComboInfo) -> Iterator[ComboInfo]:
@@ -161,9 +214,7 @@ def check_active(claim: LeaseClaim, active: ActiveLease | None, pinned: Collecti
     return active.connection_id
 
 
-def foreign_holds(
-    occupancy: Mapping[int, tuple[str, datetime]], owner: str
-) -> dict[int, datetime]:
+def foreign_holds(occupancy: Mapping[int, tuple[str, datetime]], owner: str) -> dict[int, datetime]:
     """When each connection held by another owner's active lease frees up."""
     return {connection: expires for connection, (held_by, expires) in occupancy.items()
             if held_by != owner}  # fmt: skip
