@@ -91,14 +91,14 @@ def post(
     if owner is not None:
         headers["HTTP_X_OMNIROUTE_LEASE_OWNER"] = owner
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    return APIClient().generic("POST", URL, data, content_type, **headers)
+    return APIClient().generic("POST", URL, data, content_type, **headers)  # type: ignore[arg-type]
 
 
 def acquire(key: str, owner: str = OWNER, model: str = MODEL) -> Any:
     return post(key, {"action": "acquire", "model": model}, owner=owner)
 
 
-def act(key: str, action: str, generation: int, owner: str = OWNER, **extra: Any) -> Any:
+def act(key: str, action: str, generation: int, owner: str | None = OWNER, **extra: Any) -> Any:
     return post(key, {"action": action, "generation": generation, **extra}, owner=owner)
 
 

@@ -6,6 +6,7 @@ pools."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -70,7 +71,7 @@ def test_the_service_refuses_an_update_that_leaves_a_managed_key_without_connect
 def test_the_api_answers_400_lease_key_policy_invalid(
     manage_client: APIClient, connection: ProviderConnection
 ) -> None:
-    payload = {"name": "m", "scopes": [Scope.LEASE_EXCLUSIVE.value]}
+    payload: dict[str, Any] = {"name": "m", "scopes": [Scope.LEASE_EXCLUSIVE.value]}
     created = manage_client.post("/api/keys/", payload, format="json")
     assert created.status_code == 400
     error = created.json()["error"]
