@@ -43,7 +43,14 @@ from tests.routing.harness import (
     send_body,
     unread,
 )
-from tests.routing.lease_support import OTHER_OWNER, OWNER, hashed, lease_headers, managed_key
+from tests.routing.lease_support import (
+    OTHER_OWNER,
+    OWNER,
+    hashed,
+    lease_headers,
+    managed_key,
+    owner_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -164,6 +171,31 @@ async def test_a_connection_another_owner_holds_is_never_tried(
 
     assert reply.status == 503
     assert PRIMARY not in gateway.fake.calls
+
+
+def bravo_connection() -> int:
+    return add_connection(add_provider("bravo"), "b", "sk-bravo-0001")
+
+
+async def test_every_free_connection_held_by_others_is_429_with_retry_after(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    primary, backup = both
+    bravo = await database_sync_to_async(bravo_connection)()
+    key_id, key = await database_sync_to_async(managed_key)([primary, backup, bravo])
+    await database_sync_to_async(lease)(key_id, primary, OTHER_OWNER)
+    await database_sync_to_async(lease)(key_id, backup, owner_of("third"))
+    generation = await database_sync_to_async(lease)(key_id, bravo)  # not serving acme/m1
+
+    reply = await call(gateway, key, lease_headers(OWNER, generation))
+
+    assert code(reply) == (429, "LEASE_CAPACITY_UNAVAILABLE")
+    assert 119 <= int(reply.headers["retry-after"]) <= 120  # the others' fresh 120 s leases
+    body = reply.json()
+    assert (body["state"], body["eligibleCount"], body["freeCount"]) == (
+        "WAITING_FOR_CAPACITY", 2, 0,
+    )  # fmt: skip
+    assert gateway.fake.requests == []
 
 
 # --- the fence right before dispatch -------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The managed-key policy (reference-part2 §2.2): a key with ``lease:exclusive`` names its
 connections (service, management API, admin form); a managed key that stops authenticating or
-loses the scope ends its leases; the managed connections reach the snapshot and leave ordinary
-pools."""
+loses the scope ends its leases, as does a connection that is deleted or disabled; the managed
+connections reach the snapshot and leave ordinary pools."""
 
 from __future__ import annotations
 
@@ -22,7 +22,14 @@ from routing.domain.planning import plan_route
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, ProviderConnection
 from routing.selectors import config_snapshot_build
-from routing.services import api_key_create, api_key_delete, api_key_revoke, api_key_update
+from routing.services import (
+    api_key_create,
+    api_key_delete,
+    api_key_revoke,
+    api_key_update,
+    connection_delete,
+    connection_save,
+)
 from routing.services.keys import LEASE_KEY_POLICY_INVALID
 from tests.routing.lease_support import OWNER, hashed, managed_key
 
@@ -164,3 +171,23 @@ def test_the_snapshot_reserves_the_connections_of_usable_managed_keys(
     ordinary = next(k for k in snapshot.keys_by_hash.values() if k.name == "ordinary")
     model = f"{connection.provider_id}/m"
     assert [t.connection.id for t in plan_route(snapshot, model, ordinary).targets] == [other.pk]
+
+
+def test_a_connection_deleted_or_disabled_ends_the_lease_that_binds_it(
+    connection: ProviderConnection,
+) -> None:
+    other = connection_save(
+        connection=ProviderConnection(),
+        fields={"provider": connection.provider, "name": "other"},
+    )
+    key_id, _ = managed_key([connection.pk, other.pk])
+    disabled = leased(key_id, connection)
+    connection_save(connection=connection, fields={"name": "renamed"})
+    assert row(disabled).state == LeaseState.ACTIVE
+    connection_save(connection=connection, fields={"is_active": False})
+    assert (row(disabled).state, row(disabled).end_reason) == (
+        LeaseState.INVALIDATED, EndReason.CONNECTION_INELIGIBLE,
+    )  # fmt: skip
+    deleted = leased(key_id, other)
+    connection_delete(connection=other)
+    assert row(deleted).state == LeaseState.INVALIDATED
