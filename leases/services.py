@@ -27,6 +27,7 @@ from leases.domain.leasing import (
     transition_outcome,
 )
 from leases.domain.states import RELEASE_REASONS, EndReason, LeaseOutcome, LeaseState
+from leases.models import ExclusiveConnectionLease
 from leases.records import LeaseView, check_owner_hash, lease_view, resolve_now
 
 __all__ = [
@@ -155,10 +156,8 @@ def lease_renew(
     at = resolve_now(now)
 
     def renew() -> LeaseResult:
-        owned = rows.owned_row(owner_hash)
-        if owned is None or not holds(
-            rows.binding_of(owned), generation=generation, api_key_id=api_key_id
-        ):
+        owned = _held(owner_hash, generation=generation, api_key_id=api_key_id)
+        if owned is None:
             return LeaseResult(LeaseOutcome.STALE)
         rows.refresh_row(owned, at, ttl_ms)
         return LeaseResult(LeaseOutcome.RENEWED, lease_view(owned))
@@ -183,10 +182,8 @@ def lease_release(
         raise ValueError(f"a release ends with OWNER_EXIT or CLIENT_CANCELLED, not {end_reason}")
 
     def release() -> LeaseResult:
-        owned = rows.owned_row(owner_hash)
-        if owned is not None and holds(
-            rows.binding_of(owned), generation=generation, api_key_id=api_key_id
-        ):
+        owned = _held(owner_hash, generation=generation, api_key_id=api_key_id)
+        if owned is not None:
             rows.end_row(owned, LeaseState.RELEASED, end_reason, at)
             return LeaseResult(LeaseOutcome.RELEASED, lease_view(owned))
         latest = rows.latest_of_generation(owner_hash, generation)
@@ -214,10 +211,8 @@ def lease_invalidate(
     end_reason, at = EndReason(reason), resolve_now(now)
 
     def invalidate() -> LeaseResult:
-        owned = rows.owned_row(owner_hash)
-        if owned is None or not holds(
-            rows.binding_of(owned), generation=generation, api_key_id=api_key_id
-        ):
+        owned = _held(owner_hash, generation=generation, api_key_id=api_key_id)
+        if owned is None:
             return LeaseResult(LeaseOutcome.STALE)
         rows.end_row(owned, LeaseState.INVALIDATED, end_reason, at)
         return LeaseResult(LeaseOutcome.INVALIDATED, lease_view(owned))
@@ -279,6 +274,13 @@ def leases_invalidate_for_connection(
     """End the ACTIVE lease on ``connection_id`` (the connection was deleted or disabled); the
     number ended (0 or 1)."""
     return _invalidate_where(connection_id=connection_id, reason=reason, now=now)
+
+
+def _held(owner_hash: str, *, generation: int, api_key_id: int) -> ExclusiveConnectionLease | None:
+    """The owner's ACTIVE row (locked) if it is exactly this generation under this key."""
+    owned = rows.owned_row(owner_hash)
+    binding = rows.binding_of(owned)
+    return owned if holds(binding, generation=generation, api_key_id=api_key_id) else None
 
 
 def _invalidate_where(*, reason: EndReason, now: datetime | None, **match: int) -> int:
