@@ -36,6 +36,7 @@ from routing.cooldown_wait import QUOTA_EXHAUSTED, cooldown_wait, no_keep_alive
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
+from routing.domain.lease_routing import LeaseClaim
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.planning import RoutePlan, Target, plan_route
 from routing.payload import encode_for_target
@@ -102,6 +103,7 @@ class AttemptContext:
     on_finish: list[Finisher] = field(default_factory=list)  # run when the request ends
     notes: list[str] = field(default_factory=list)  # decision-header parts (routing.preludes)
     rewrite: Rewrite | None = None  # what a strategy changes in the payload per target
+    lease: LeaseClaim | None = None  # a managed key's lease, fenced before every attempt
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
@@ -265,6 +267,7 @@ class AttemptLoop:
         except HoldRefused as refused:
             await release_all(holds)
             keep_local(target, refused.outcome(), context)
+            context.stopped = context.stopped or refused.stops
             return None
         except TimeoutError:
             await release_all(holds)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from django.utils import timezone
+
 from resilience.domain.attempt_policy import AttemptPolicy, deadline_ms
 from resilience.services.housekeeping import resilience_ready
 from resilience.store import StateStore
@@ -22,10 +24,12 @@ from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 from routing.domain.catalog import model_detail, model_list
 from routing.domain.endpoints import MESSAGES, Endpoint
 from routing.domain.errors import GatewayError
+from routing.domain.lease_routing import check_route, lease_claim
 from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
+from routing.leasing import bound_first, lease_bind
 from routing.preludes import Answer, prelude_for
 from routing.proxy import JSON, ProxyConsumer
 from routing.recovery import StreamRelay
@@ -74,8 +78,11 @@ class RelayConsumer(ProxyConsumer):
 
     async def serve(self, body: bytes) -> None:
         snapshot, key = await self.authenticated()  # before parsing: strangers cost no parse
+        claim = lease_claim(key, self.scope["headers"])  # a managed key's lease, else None
         request = self.endpoint.parse(body)
         plan = plan_route(snapshot, request.model, key, self.endpoint.wire_format, request.needs)
+        if claim is not None:
+            check_route(snapshot, plan)
         await resilience_ready(self.store)
         if request.previous_response_id is not None:
             plan = await pinned_plan(self.store, plan, request.previous_response_id)
@@ -84,8 +91,12 @@ class RelayConsumer(ProxyConsumer):
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
         )  # fmt: skip
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
+        if claim is not None:  # managed keys' one database read, before anything is held
+            await lease_bind(context, claim, timezone.now())
         await order_targets(context, self.store, request.payload, self.scope["headers"])
         await keep_session_together(context, self.store, request.payload, self.scope["headers"])
+        if claim is not None:
+            bound_first(context)
         await context_relay.prepare(
             context, self.store, self.upstream, request.payload, self.scope["headers"]
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from routing.domain.admission import local_error_body
@@ -89,17 +89,30 @@ class Holder(Protocol):
 
 
 class HoldRefused(Exception):
-    """A local gate refused the attempt (a full queue, a wait past its limit)."""
+    """A local gate refused the attempt (a full queue, a wait past its limit, a lease that no
+    longer holds). With ``stops``, no other target may be tried either: the refusal is about the
+    request itself, so it is the answer."""
 
-    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None):
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        retry_after: int | None = None,
+        *,
+        error_type: str = "rate_limit_error",
+        stops: bool = False,
+        extra: dict[str, Any] | None = None,
+    ):
         super().__init__(message)
         self.status, self.code, self.message, self.retry_after = status, code, message, retry_after
+        self.error_type, self.stops, self.extra = error_type, stops, extra or {}
 
     def outcome(self) -> Outcome:
         headers = {"content-type": "application/json"}
         if self.retry_after is not None:
             headers["retry-after"] = str(self.retry_after)
-        body = local_error_body(self.message, self.code)
+        body = local_error_body(self.message, self.code, self.error_type, **self.extra)
         return Outcome(OutcomeKind.LOCAL, self.status, headers, body, self.code)
 
 

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.db.models import Prefetch
+from django.utils import timezone
 
 from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
 from resilience.domain.attempt_policy import AttemptPolicy
@@ -38,6 +39,7 @@ from routing.domain.config import (
     ConnectionInfo,
     KeyInfo,
     ProviderInfo,
+    managed_connection_set,
 )
 from routing.domain.fallback import parse_emergency_fallback
 from routing.domain.rate_limits import read_overrides
@@ -119,7 +121,12 @@ def connection_states_live(
 ) -> dict[int, ConnectionState]:
     """Each connection's live state by id: the state store's record (authoritative), else the
     row's. The store is read for all of them at once; sync callers only (admin, API views)."""
-    durable = {c.pk: connection_state_durable(c) for c in connections}
+    return connection_states_over({c.pk: connection_state_durable(c) for c in connections})
+
+
+def connection_states_over(durable: dict[int, ConnectionState]) -> dict[int, ConnectionState]:
+    """Each connection's live state by id, over the durable states given (the snapshot's, or
+    the rows'); sync callers only."""
     return async_to_sync(_states_live)(durable) if durable else {}
 
 
@@ -232,9 +239,12 @@ def connection_list_routable() -> dict[str, tuple[ConnectionInfo, ...]]:
     return {provider: tuple(items) for provider, items in grouped.items()}
 
 
-def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapshot:
+def config_snapshot_build(
+    *, version: int, remote_version: int, now: datetime | None = None
+) -> ConfigSnapshot:
     """Materialise the whole routing configuration into frozen data."""
-    keys = ClientApiKey.objects.prefetch_related("allowed_connections")
+    queryset = ClientApiKey.objects.prefetch_related("allowed_connections")
+    keys = {k.key_hash: _key_info(k) for k in queryset}
     providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
     settings = resilience_settings_current()
     lockout = settings.model_lockout
@@ -248,7 +258,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         remote_version=remote_version,
         providers=providers,
         connections=connection_list_routable(),
-        keys_by_hash={k.key_hash: _key_info(k) for k in keys},
+        keys_by_hash=keys,
         combos=combo_list_snapshot(settings.attempts),
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
@@ -272,6 +282,7 @@ def config_snapshot_build(*, version: int, remote_version: int) -> ConfigSnapsho
         quota_share=settings.quota_share,
         combo_cooldown_wait=settings.combo_cooldown_wait,
         session_affinity=settings.session_affinity,
+        managed_connections=managed_connection_set(keys.values(), now or timezone.now()),
     )
 
 

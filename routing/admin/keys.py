@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -14,6 +15,7 @@ from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey
 from routing.services import api_key_create, api_key_delete, api_key_revoke, api_key_update
+from routing.services.keys import LEASE_KEY_POLICY_MESSAGE, check_lease_policy
 
 KEY_FIELDS = ("name", "scopes", "allowed_models", "expires_at", "is_active")
 
@@ -33,6 +35,16 @@ class ClientApiKeyForm(ModelFormBase):
     class Meta:
         model = ClientApiKey
         fields = (*KEY_FIELDS, "allowed_connections")
+
+    def clean(self) -> dict[str, Any]:
+        """A managed key (``lease:exclusive``) must name the connections it may lease."""
+        cleaned: dict[str, Any] = super().clean() or {}
+        connections = cleaned.get("allowed_connections") or ()
+        try:
+            check_lease_policy(cleaned.get("scopes") or (), connections)
+        except ValidationError:
+            self.add_error("allowed_connections", LEASE_KEY_POLICY_MESSAGE)
+        return cleaned
 
 
 @admin.register(ClientApiKey)

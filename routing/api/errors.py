@@ -1,12 +1,21 @@
-"""Management API errors in the same OpenAI shape as the proxy's."""
+"""Management API errors in the same OpenAI shape as the proxy's.
+
+A validation error raised with one of the spec's own codes (upper case, such as
+``LEASE_KEY_POLICY_INVALID``) answers with that code and its message, so that clients can
+tell it apart from a plain invalid field.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError
 from rest_framework import exceptions, status
+from rest_framework.exceptions import ErrorDetail
+from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -18,12 +27,12 @@ CODES = {
     405: "method_not_allowed",
     409: "conflict",
 }
+SPEC_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
 
 def _as_drf(exc: Exception) -> Exception:
     if isinstance(exc, DjangoValidationError):
-        detail = exc.message_dict if hasattr(exc, "error_dict") else exc.messages
-        return exceptions.ValidationError(detail)
+        return exceptions.ValidationError(get_error_detail(exc))  # codes kept
     if isinstance(exc, ProtectedError):
         error = exceptions.APIException("The object is still in use and cannot be deleted.")
         error.status_code = status.HTTP_409_CONFLICT
@@ -46,5 +55,19 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         error["fields"] = detail
     else:
         error["message"] = str(detail.get("detail") if isinstance(detail, dict) else detail)
+    coded = next(_spec_coded(detail), None)
+    if coded is not None:
+        error["message"], error["code"] = str(coded), coded.code
     response.data = {"error": error}
     return response
+
+
+def _spec_coded(detail: Any) -> Iterator[ErrorDetail]:
+    """The error details carrying one of the spec's codes, in order."""
+    if isinstance(detail, dict):
+        detail = list(detail.values())
+    if isinstance(detail, list):
+        for item in detail:
+            yield from _spec_coded(item)
+    elif isinstance(detail, ErrorDetail) and SPEC_CODE.fullmatch(str(detail.code or "")):
+        yield detail

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from routing.api import views
+from routing.api.leases import SessionLeaseApi
 
 router = DefaultRouter()
 router.register("providers", views.ProviderViewSet, basename="provider")
@@ -13,4 +15,7 @@ router.register("keys", views.ClientApiKeyViewSet, basename="key")
 router.register("combos", views.ComboViewSet, basename="combo")
 router.register("model-catalog", views.ModelCatalogEntryViewSet, basename="model-catalog")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("v1/session-leases", SessionLeaseApi.as_view(), name="session-leases"),
+    *router.urls,
+]

@@ -4,6 +4,8 @@ against a connection, a model or a breaker (decision 21)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from routing.domain.errors import error_body
 
 QUEUE_FULL = "RATE_LIMIT_QUEUE_FULL"
@@ -22,6 +24,8 @@ def check_queue_admission(queued: int, max_queue_depth: int, identity: str) -> s
     )
 
 
-def local_error_body(message: str, code: str, error_type: str = "rate_limit_error") -> bytes:
-    """The OpenAI-style body of a local gate's error."""
-    return error_body(message, error_type, code)
+def local_error_body(
+    message: str, code: str, error_type: str = "rate_limit_error", **extra: Any
+) -> bytes:
+    """The OpenAI-style body of a local gate's error (with any ``extra`` top-level fields)."""
+    return error_body(message, error_type, code, **extra)

@@ -18,7 +18,7 @@ def model_ids(snapshot: ConfigSnapshot, key: KeyInfo) -> list[str]:
     names = set(snapshot.combos)
     for provider, connections in snapshot.connections.items():
         for connection in connections:
-            if key.allows_connection(connection.id):
+            if snapshot.key_may_use(key, connection.id):
                 names.update(f"{provider}/{model}" for model in connection.served_models)
     return sorted(name for name in names if key.allows_model(name))
 
@@ -63,7 +63,8 @@ def _usable(snapshot: ConfigSnapshot, key: KeyInfo, name: str) -> bool:
         return True
     provider, _, model = name.partition("/")
     return bool(model) and any(
-        c.serves(model) and key.allows_connection(c.id) for c in snapshot.connections_for(provider)
+        c.serves(model) and snapshot.key_may_use(key, c.id)
+        for c in snapshot.connections_for(provider)
     )
 
 

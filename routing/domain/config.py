@@ -6,6 +6,7 @@ the configuration version changes; nothing lazy, nothing that can query.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from urllib.parse import urlsplit
@@ -26,7 +27,7 @@ from resilience.domain.window_gate import WindowGatePolicy
 from routing.domain.combo_options import DEFAULT_OPTIONS, ComboOptions
 from routing.domain.keys import key_is_usable, model_is_allowed
 from routing.domain.rate_limits import NO_OVERRIDES, RateLimitOverrides
-from routing.domain.vocabulary import Prefill
+from routing.domain.vocabulary import Prefill, Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,24 @@ class KeyInfo:
     def allows_connection(self, connection_id: int) -> bool:
         return not self.allowed_connections or connection_id in self.allowed_connections
 
+    @property
+    def is_managed(self) -> bool:
+        """Whether the key holds exclusive session leases (``lease:exclusive``): its requests
+        run on the connection their lease binds, fenced by the lease's generation."""
+        return Scope.LEASE_EXCLUSIVE in self.scopes
+
+
+def managed_connection_set(keys: Iterable[KeyInfo], now: datetime) -> frozenset[int]:
+    """The connections reserved for exclusive session leases (reference-part2 §2.2): the union
+    of the allow-lists of the keys with ``lease:exclusive`` that are usable at ``now``. A key
+    that expires later leaves the set at the next snapshot rebuild."""
+    return frozenset(
+        connection
+        for key in keys
+        if key.is_managed and key.is_usable(now)
+        for connection in key.allowed_connections
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class ComboStep:
@@ -185,6 +204,16 @@ class ConfigSnapshot:
         default_factory=ComboCooldownWaitSettings
     )
     session_affinity: SessionAffinitySettings = field(default_factory=SessionAffinitySettings)
+    # The connections that usable managed keys may use: kept out of every ordinary key's pool.
+    managed_connections: frozenset[int] = frozenset()
+
+    def key_may_use(self, key: KeyInfo, connection_id: int) -> bool:
+        """Whether ``key`` may be routed to a connection: its allow-list permits it, and a
+        connection reserved for exclusive session leases serves managed keys only
+        (reference-part2 §2.8: managed connections leave the ordinary pools)."""
+        if not key.allows_connection(connection_id):
+            return False
+        return key.is_managed or connection_id not in self.managed_connections
 
     def cooldown_profile(self, provider: str) -> CooldownProfile:
         """The provider's connection-cooldown profile."""

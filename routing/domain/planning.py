@@ -3,10 +3,11 @@
 ``provider/model`` expands to that provider's connections by priority; a combo name expands
 each step in order (a pinned step to its one connection), nested combos and provider wildcards
 first (``routing.domain.resolution``). A (connection, model) pair is planned once, for the first
-step that reaches it. Static exclusions (the key may not use a connection, the connection does
-not serve the model, the wire format differs, the catalog says the model cannot serve what the
-request needs: ``routing.domain.compatibility``) are decided here; dynamic ones (breaker,
-cooldown, lockout, ...) by the attempt loop's eligibility filters.
+step that reaches it. Static exclusions are decided here: the key may not use a connection (its
+allow-list, or a connection reserved for keys holding exclusive session leases), the connection
+does not serve the model, the wire format differs, the catalog says the model cannot serve what
+the request needs (``routing.domain.compatibility``); dynamic ones (breaker, cooldown, lockout,
+...) by the attempt loop's eligibility filters.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ def _expand(
             pair = (leaf.step if per_step else 0, connection.id, leaf.model)
             if pair in planned or not connection.serves(leaf.model):
                 continue
-            if key.allows_connection(connection.id):
+            if snapshot.key_may_use(key, connection.id):
                 planned.add(pair)
                 targets.append(Target(provider, connection, leaf.model, leaf.step))
     return targets, other_formats

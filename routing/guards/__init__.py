@@ -11,6 +11,7 @@ from routing.guards.combo_metrics import ComboMetricsRecorder, LastKnownGoodReco
 from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
 from routing.guards.fallback_only import FallbackOnlyFilter
+from routing.guards.lease import LeaseFenceHolder
 from routing.guards.lockout import ModelLockoutFilter
 from routing.guards.quota import QuotaRecorder
 from routing.guards.tool_limit import ToolLimitFilter, ToolLimitRecorder
@@ -32,8 +33,9 @@ def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
 
 def default_holders(store: StateStore) -> tuple[Holder, ...]:
     """Holders in the order they acquire: the request queue first (its admission refuses
-    before anything else is held), then the account semaphores."""
-    return (RequestQueueHolder(), ConcurrencyHolder(store))
+    before anything else is held), then the account semaphores, and the lease fence last, so
+    that a managed request's lease is checked after every wait, right before dispatch."""
+    return (RequestQueueHolder(), ConcurrencyHolder(store), LeaseFenceHolder())
 
 
 def default_recorders(store: StateStore) -> tuple[OutcomeRecorder, ...]:

@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
+from leases.services import leases_invalidate_for_connection
 from resilience.domain.connection_state import ConnectionState
 from resilience.persistence import persistence_flush
 from resilience.services.connections import connection_state_get, connection_state_reset
@@ -74,6 +75,8 @@ def connection_save(
     connection.full_clean()
     renewed = connection.pk is not None and (secret or refresh_secret)
     connection.save()
+    if not connection.is_active:  # a disabled connection serves no lease either
+        leases_invalidate_for_connection(connection_id=connection.pk)
     announce_change()
     if renewed and connection_is_terminal(connection=connection):
         transaction.on_commit(lambda: connection_reset_terminal(connection=connection))
@@ -160,6 +163,7 @@ def connection_reset_terminal(*, connection: ProviderConnection) -> bool:
 
 @transaction.atomic
 def connection_delete(*, connection: ProviderConnection) -> None:
-    """Delete a connection (its combo pins go with it)."""
+    """Delete a connection (its combo pins go with it, and the lease that binds it ends)."""
+    leases_invalidate_for_connection(connection_id=connection.pk)
     connection.delete()
     announce_change()

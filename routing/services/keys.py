@@ -1,4 +1,10 @@
-"""Client API key writes. The plaintext exists only in the return value of ``api_key_create``."""
+"""Client API key writes. The plaintext exists only in the return value of ``api_key_create``.
+
+A managed key (scope ``lease:exclusive``) must name the connections it may lease: without an
+allow-list it would lease any connection, including every ordinary key's. A managed key that
+stops authenticating (revoked, deactivated, deleted) or loses the scope ends its leases at once,
+so its connections go back to the pool.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,19 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from leases.domain.states import EndReason
+from leases.services import leases_invalidate_for_key
 from routing.domain.keys import display_prefix, generate_key, hash_key
 from routing.domain.vocabulary import Scope
 from routing.models import ClientApiKey, ProviderConnection
 from routing.services._changes import announce_change
 
 KNOWN_SCOPES = frozenset(s.value for s in Scope)
+LEASE_KEY_POLICY_INVALID = "LEASE_KEY_POLICY_INVALID"
+LEASE_KEY_POLICY_MESSAGE = (
+    "A key with the 'lease:exclusive' scope requires explicit allowedConnections: the "
+    "connections it may lease."
+)
 
 
 def _validate_scopes(scopes: Iterable[str]) -> list[str]:
@@ -23,6 +36,13 @@ def _validate_scopes(scopes: Iterable[str]) -> list[str]:
     if unknown:
         raise ValidationError({"scopes": f"Unknown scope(s): {', '.join(unknown)}."})
     return scopes
+
+
+def check_lease_policy(scopes: Iterable[str], connections: Iterable[object]) -> None:
+    """Reference-part2 §2.2: a managed key names the connections it may lease."""
+    if Scope.LEASE_EXCLUSIVE in scopes and not list(connections):
+        error = ValidationError(LEASE_KEY_POLICY_MESSAGE, code=LEASE_KEY_POLICY_INVALID)
+        raise ValidationError({"allowed_connections": error})
 
 
 @transaction.atomic
@@ -36,19 +56,21 @@ def api_key_create(
     is_active: bool = True,
 ) -> tuple[ClientApiKey, str]:
     """Create a key; returns it with its plaintext, which is never stored."""
+    connections, valid_scopes = list(allowed_connections), _validate_scopes(scopes)
+    check_lease_policy(valid_scopes, connections)
     plaintext = generate_key()
     key = ClientApiKey(
         name=name,
         key_hash=hash_key(plaintext),
         prefix=display_prefix(plaintext),
-        scopes=_validate_scopes(scopes),
+        scopes=valid_scopes,
         allowed_models=list(allowed_models),
         expires_at=expires_at,
         is_active=is_active,
     )
     key.full_clean()
     key.save()
-    key.allowed_connections.set(list(allowed_connections))
+    key.allowed_connections.set(connections)
     announce_change()
     return key, plaintext
 
@@ -60,21 +82,31 @@ def api_key_update(
     fields: dict[str, Any],
     allowed_connections: Iterable[ProviderConnection] | None = None,
 ) -> ClientApiKey:
-    """Update a key's name, scopes, allow-lists, activity or expiry (never its secret)."""
+    """Update a key's name, scopes, allow-lists, activity or expiry (never its secret). A key
+    that is deactivated or loses ``lease:exclusive`` ends its leases."""
+    was_managed = Scope.LEASE_EXCLUSIVE in (key.scopes or [])
     for name, value in fields.items():
         setattr(key, name, value)
     key.scopes = _validate_scopes(key.scopes or [])
+    connections = list(
+        key.allowed_connections.all() if allowed_connections is None else allowed_connections
+    )
+    check_lease_policy(key.scopes, connections)
     key.full_clean()
     key.save()
-    if allowed_connections is not None:
-        key.allowed_connections.set(list(allowed_connections))
+    key.allowed_connections.set(connections)
+    if not key.is_active:
+        _end_leases(key, EndReason.MANAGED_KEY_REVOKED)
+    elif was_managed and Scope.LEASE_EXCLUSIVE not in key.scopes:
+        _end_leases(key, EndReason.AUTHORIZATION_CHANGED)
     announce_change()
     return key
 
 
 @transaction.atomic
 def api_key_delete(*, key: ClientApiKey) -> None:
-    """Delete a key; it stops authenticating at once."""
+    """Delete a key; it stops authenticating at once and its leases end."""
+    _end_leases(key, EndReason.MANAGED_KEY_REVOKED)
     key.delete()
     announce_change()
 
@@ -86,5 +118,11 @@ def api_key_revoke(*, key: ClientApiKey, now: datetime) -> ClientApiKey:
         key.revoked_at = now
         key.is_active = False
         key.save(update_fields=["revoked_at", "is_active"])
+        _end_leases(key, EndReason.MANAGED_KEY_REVOKED, now)
         announce_change()
     return key
+
+
+def _end_leases(key: ClientApiKey, reason: EndReason, now: datetime | None = None) -> None:
+    """End every active lease of ``key`` (one update; nothing to do for an ordinary key)."""
+    leases_invalidate_for_key(api_key_id=key.pk, reason=reason, now=now)
