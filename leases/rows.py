@@ -14,7 +14,7 @@ the other (OWNER_ALREADY_ACTIVE or CONNECTION_BUSY).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TypeVar
 
@@ -154,8 +154,12 @@ def end_row(
     row.save(update_fields=["state", "ended_at", "end_reason"])
 
 
-def invalidate_matching(*, reason: EndReason, now: datetime, **match: int) -> int:
-    """End every ACTIVE row matching ``match`` as INVALIDATED; the number ended."""
-    return ExclusiveConnectionLease.objects.filter(ACTIVE, **match).update(
+def invalidate_matching(
+    *, reason: EndReason, now: datetime, keep: Iterable[int] = (), **match: int
+) -> int:
+    """End every ACTIVE row matching ``match`` as INVALIDATED, but those on a connection of
+    ``keep``; the number ended."""
+    found = ExclusiveConnectionLease.objects.filter(ACTIVE, **match)
+    return found.exclude(connection_id__in=list(keep)).update(
         state=LeaseState.INVALIDATED.value, ended_at=now, end_reason=reason.value
     )

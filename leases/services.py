@@ -11,6 +11,7 @@ indexes) is handled where the transaction is opened: ``leases.rows.run_serialise
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -259,10 +260,12 @@ def leases_invalidate_for_key(
     api_key_id: int,
     reason: EndReason = EndReason.MANAGED_KEY_REVOKED,
     now: datetime | None = None,
+    keep: Iterable[int] = (),
 ) -> int:
     """End every ACTIVE lease held through ``api_key_id`` (the key was revoked, deactivated,
-    deleted or lost its lease scope); the number ended."""
-    return _invalidate_where(api_key_id=api_key_id, reason=reason, now=now)
+    deleted or lost its lease scope), but those on a connection of ``keep`` (the ones its
+    allow-list still names); the number ended."""
+    return _invalidate_where(api_key_id=api_key_id, reason=reason, now=now, keep=keep)
 
 
 def leases_invalidate_for_connection(
@@ -283,8 +286,10 @@ def _held(owner_hash: str, *, generation: int, api_key_id: int) -> ExclusiveConn
     return owned if holds(binding, generation=generation, api_key_id=api_key_id) else None
 
 
-def _invalidate_where(*, reason: EndReason, now: datetime | None, **match: int) -> int:
+def _invalidate_where(
+    *, reason: EndReason, now: datetime | None, keep: Iterable[int] = (), **match: int
+) -> int:
     end_reason, at = EndReason(reason), resolve_now(now)
     with transaction.atomic():
         rows.expire_stale(at)
-        return rows.invalidate_matching(reason=end_reason, now=at, **match)
+        return rows.invalidate_matching(reason=end_reason, now=at, keep=keep, **match)

@@ -100,14 +100,8 @@ def register_expired_recheck(run_pass: Callable[[], object]) -> None:
 async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
     rows = await db_sync_to_async(persisted_breakers)()
     restored = await breaker_restore(store=store, rows=rows, overwrite=overwrite)
-    for name, durable in list(_durables.items()):
-        try:
-            count = await durable.restore(store, overwrite)
-        except Exception:  # the breakers and the other kinds are restored all the same
-            logger.exception("restoring %s failed", name)
-            continue
-        if count:
-            logger.info("restored %d record(s) of %s from the database", count, name)
+    for name, durable in list(_durables.items()):  # soft state: never on a request's path
+        _in_background(_restore_durable(name, durable, store, overwrite))
     await store.set(RESTORE_MARKER_KEY, True)
     if restored:
         logger.info("restored %d breaker(s) from the database", restored)
@@ -195,6 +189,18 @@ async def _check_store(store: StateStore, *, sweep: bool) -> None:
             await _sweep_durables(store)
     except Exception:
         logger.exception("state store check failed")
+
+
+async def _restore_durable(
+    name: str, durable: _Durable, store: StateStore, overwrite: bool
+) -> None:
+    try:
+        count = await durable.restore(store, overwrite)
+    except Exception:  # the breakers and the other kinds are restored all the same
+        logger.exception("restoring %s failed", name)
+        return
+    if count:
+        logger.info("restored %d record(s) of %s from the database", count, name)
 
 
 async def _sweep_durables(store: StateStore) -> None:

@@ -45,6 +45,7 @@ PIN_PREFIX = "affinity-pin:"
 USAGE_PREFIX = "affinity-usage:"
 USAGE_KEEP_SECONDS = 7 * 24 * 3600.0  # a connection unused for longer counts as never used
 WRITE_INTERVAL_SECONDS = 60.0
+TOUCH_INTERVAL_SECONDS = 1.0  # a pinned use counts at most once a second per connection
 
 
 def pin_key(provider: str, key_hash: str) -> str:
@@ -67,8 +68,15 @@ async def affinity_choose(
 ) -> int:
     """The connection a session tries first at ``provider``: ``pinned`` (its live pin's, which
     the plan has), else the least recently used of ``candidates`` ((id, priority), in plan
-    order); counted in the provider's usage as chosen now."""
+    order); counted in the provider's usage as chosen now. A pinned use already counted
+    within :data:`TOUCH_INTERVAL_SECONDS` is not written again: placed sessions would
+    otherwise all queue on the provider's one usage record under load."""
     now = store.clock()
+    if pinned is not None:
+        seen = usage_from_json(await store.get(usage_key(provider))).get(pinned)
+        last = seen.last_used_at if seen is not None else None
+        if last is not None and now - last < TOUCH_INTERVAL_SECONDS:
+            return pinned
     chosen: list[int] = []
 
     def choose(raw: Json | None) -> Json | None:

@@ -74,9 +74,7 @@ def connection_save(
         connection.set_refresh_secret(refresh_secret)
     connection.full_clean()
     renewed = connection.pk is not None and (secret or refresh_secret)
-    connection.save()
-    if not connection.is_active:  # a disabled connection serves no lease either
-        leases_invalidate_for_connection(connection_id=connection.pk)
+    connection.save()  # a lease bound to it, if disabled, moves on its next request (§2.8)
     announce_change()
     if renewed and connection_is_terminal(connection=connection):
         transaction.on_commit(lambda: connection_reset_terminal(connection=connection))

@@ -83,8 +83,8 @@ def api_key_update(
     allowed_connections: Iterable[ProviderConnection] | None = None,
 ) -> ClientApiKey:
     """Update a key's name, scopes, allow-lists, activity or expiry (never its secret). A key
-    that is deactivated or loses ``lease:exclusive`` ends its leases."""
-    was_managed = Scope.LEASE_EXCLUSIVE in (key.scopes or [])
+    that is deactivated or has no ``lease:exclusive`` (any more) ends its leases, and a managed
+    key the leases on connections its allow-list no longer names."""
     for name, value in fields.items():
         setattr(key, name, value)
     key.scopes = _validate_scopes(key.scopes or [])
@@ -97,8 +97,13 @@ def api_key_update(
     key.allowed_connections.set(connections)
     if not key.is_active:
         _end_leases(key, EndReason.MANAGED_KEY_REVOKED)
-    elif was_managed and Scope.LEASE_EXCLUSIVE not in key.scopes:
+    elif Scope.LEASE_EXCLUSIVE not in key.scopes:  # whatever the form wrote onto ``key``
         _end_leases(key, EndReason.AUTHORIZATION_CHANGED)
+    else:
+        keep = [connection.pk for connection in connections]
+        leases_invalidate_for_key(
+            api_key_id=key.pk, reason=EndReason.AUTHORIZATION_CHANGED, keep=keep
+        )
     announce_change()
     return key
 

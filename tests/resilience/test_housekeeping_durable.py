@@ -58,6 +58,7 @@ async def test_after_an_outage_the_database_wins(
     register_durable_state("pins", restore=restorer("pins", only_ours))
 
     await housekeeping._restore(MemoryStore(clock=fake_clock), overwrite=True)
+    await housekeeping.housekeeping_settle()  # soft state: restored in the background
 
     assert only_ours == [("pins", True)]
 

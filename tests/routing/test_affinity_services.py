@@ -248,3 +248,16 @@ async def test_lapsed_rows_are_neither_restored_nor_kept(
     assert await affinity_pins_restore(store) == 0
     assert await affinity_pins_sweep(store) == 1
     assert await row() is None
+
+
+async def test_a_pinned_use_within_a_second_is_not_written_again(
+    store: StateStore, clock: FakeClock, abc: list[tuple[int, int]]
+) -> None:
+    b = abc[1][0]
+    for _ in range(5):  # one burst: counted once
+        assert await choose(store, abc, pin=b) == b
+    clock.advance(0.5)
+    assert await choose(store, abc, pin=b) == b
+
+    usage = usage_from_json(await store.get(usage_key("acme")))
+    assert usage == {b: Usage(CLOCK_START, 1)}

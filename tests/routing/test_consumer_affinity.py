@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from django.db.backends.utils import CursorWrapper
 
 from resilience.persistence import persistence_flush
-from resilience.services.housekeeping import housekeeping_settle
+from resilience.services.housekeeping import housekeeping_settle, resilience_ready
 from resilience.store import MemoryStore
 from routing.models import Provider, SessionAffinityPin
 from tests.routing.affinity_support import (
@@ -175,6 +175,8 @@ async def test_a_pin_survives_a_restart(gateway: Gateway, abc: list[int]) -> Non
     await persistence_flush()  # the pins' rows are written in the background
     restarted = MemoryStore(clock=gateway.clock)  # a new process: same database, empty store
     gateway = Gateway(gateway.key, gateway.fake, gateway.clock, restarted)
+    await resilience_ready(restarted)  # the start-up restore, whose pins come in the background
+    await housekeeping_settle()
 
     assert await served(gateway, "s1", 2) == [b, b]  # restored at start-up, not chosen anew
     assert await served(gateway, "s2") == [a]  # a fresh store: a new session starts at a

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from channels.db import database_sync_to_async
 
 from resilience.domain.breaker import BreakerState
+from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_state_reset
+from routing.services.connections import connection_state_write
 from tests.routing.breaker_support import (
     A_MODEL,
     A_SECRET,
@@ -55,9 +58,11 @@ async def test_client_errors_rate_limits_and_request_scoped_failures_never_count
 
     for _ in range(THRESHOLD + 2):
         gateway.clock.advance(PAST_NETWORK_DEDUP_SECONDS)
-        # A 401 makes the connection terminal (expired): forget that, so each request reaches
-        # the upstream and only the breaker is under test.
+        # A 401 makes the connection terminal (expired): forget that, in the store and in its
+        # row (a snapshot rebuilt meanwhile reads the row), so each request reaches the
+        # upstream and only the breaker is under test.
         await connection_state_reset(store=gateway.store, connection_id=acme_primary)
+        await database_sync_to_async(connection_state_write)(acme_primary, ConnectionState())
         assert (await gateway.call(A_MODEL)).status >= 400
 
     breaker = await gateway.breaker("acme")

@@ -138,6 +138,35 @@ def test_deleting_a_managed_key_invalidates_its_leases(connection: ProviderConne
     assert row(lease_id).state == LeaseState.INVALIDATED
 
 
+def test_a_form_that_wrote_the_scopes_first_still_ends_the_leases(
+    connection: ProviderConnection,
+) -> None:
+    key_id, _ = managed_key([connection.pk])
+    lease_id = leased(key_id, connection)
+    key = ClientApiKey.objects.get(pk=key_id)
+    key.scopes = []  # as a ModelForm does before the service runs
+
+    api_key_update(key=key, fields={})
+
+    assert row(lease_id).end_reason == EndReason.AUTHORIZATION_CHANGED
+
+
+def test_a_connection_left_out_of_the_allow_list_ends_its_lease_only(
+    connection: ProviderConnection,
+) -> None:
+    other = ProviderConnection.objects.create(provider_id=connection.provider_id, name="other")
+    key_id, _ = managed_key([connection.pk, other.pk])
+    kept = leased(key_id, connection)
+    key = ClientApiKey.objects.get(pk=key_id)
+
+    api_key_update(key=key, fields={}, allowed_connections=[connection])
+    assert row(kept).state == LeaseState.ACTIVE
+    api_key_update(key=key, fields={}, allowed_connections=[other])
+    assert (row(kept).state, row(kept).end_reason) == (
+        LeaseState.INVALIDATED, EndReason.AUTHORIZATION_CHANGED,
+    )  # fmt: skip
+
+
 def test_losing_the_scope_ends_the_leases_and_renaming_does_not(
     connection: ProviderConnection,
 ) -> None:
@@ -173,7 +202,7 @@ def test_the_snapshot_reserves_the_connections_of_usable_managed_keys(
     assert [t.connection.id for t in plan_route(snapshot, model, ordinary).targets] == [other.pk]
 
 
-def test_a_connection_deleted_or_disabled_ends_the_lease_that_binds_it(
+def test_a_deleted_connection_ends_the_lease_that_binds_it_and_a_disabled_one_not(
     connection: ProviderConnection,
 ) -> None:
     other = connection_save(
@@ -181,13 +210,13 @@ def test_a_connection_deleted_or_disabled_ends_the_lease_that_binds_it(
         fields={"provider": connection.provider, "name": "other"},
     )
     key_id, _ = managed_key([connection.pk, other.pk])
+    deleted = leased(key_id, other)
+    connection_delete(connection=other)
+    assert (row(deleted).state, row(deleted).end_reason) == (
+        LeaseState.INVALIDATED, EndReason.CONNECTION_INELIGIBLE,
+    )  # fmt: skip
     disabled = leased(key_id, connection)
     connection_save(connection=connection, fields={"name": "renamed"})
     assert row(disabled).state == LeaseState.ACTIVE
     connection_save(connection=connection, fields={"is_active": False})
-    assert (row(disabled).state, row(disabled).end_reason) == (
-        LeaseState.INVALIDATED, EndReason.CONNECTION_INELIGIBLE,
-    )  # fmt: skip
-    deleted = leased(key_id, other)
-    connection_delete(connection=other)
-    assert row(deleted).state == LeaseState.INVALIDATED
+    assert row(disabled).state == LeaseState.ACTIVE  # its next request moves it (§2.8)
