@@ -80,9 +80,14 @@ def expire_stale(now: datetime) -> int:
     )
 
 
-def owned_row(owner_hash: str, *, lock: bool = True) -> ExclusiveConnectionLease | None:
-    """The owner's ACTIVE row (locked for the transaction unless ``lock`` is false)."""
+def owned_row(
+    owner_hash: str, *, lock: bool = True, unexpired_at: datetime | None = None
+) -> ExclusiveConnectionLease | None:
+    """The owner's ACTIVE row (locked for the transaction unless ``lock`` is false; with
+    ``unexpired_at``, only if it has not expired by then)."""
     rows = ExclusiveConnectionLease.objects.filter(ACTIVE, lease_owner_hash=owner_hash)
+    if unexpired_at is not None:
+        rows = rows.filter(expires_at__gt=unexpired_at)
     return (rows.select_for_update() if lock else rows).first()
 
 

@@ -230,12 +230,12 @@ def lease_fence(
     now: datetime | None = None,
 ) -> LeaseResult:
     """Check, right before an upstream attempt, that this owner's lease still covers the
-    request: VALID, or REQUIRED, STALE, AUTHORIZATION_MISMATCH, CONNECTION_MISMATCH."""
+    request: VALID, or REQUIRED, STALE, AUTHORIZATION_MISMATCH, CONNECTION_MISMATCH. A plain
+    read (an expired row counts as none), not a write: it runs before every attempt of a
+    managed request, and the write lock of lazy expiry belongs to the lease operations."""
     check_owner_hash(owner_hash)
     at = resolve_now(now)
-    with transaction.atomic():
-        rows.expire_stale(at)
-        owned = rows.owned_row(owner_hash, lock=False)
+    owned = rows.owned_row(owner_hash, lock=False, unexpired_at=at)
     outcome = fence_outcome(
         owned=rows.binding_of(owned),
         generation=generation,

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from routing.attempts import AttemptContext
 
 
+HELD_BACK = frozenset({ExclusionReason.FALLBACK_ONLY, ExclusionReason.LEASE_BOUND})
+
+
 @dataclass(frozen=True, slots=True)
 class Exclusion:
     """Why a target was skipped without being tried, and the class of the timer behind it."""
@@ -44,9 +47,9 @@ class Exclusion:
 
     @property
     def held_back(self) -> bool:
-        """Kept for later by its strategy (a fallback-only step), not by any timer: the panic
-        attempt and the cooldown wait look past it."""
-        return self.reason == ExclusionReason.FALLBACK_ONLY
+        """Kept out by the request's own route (a fallback-only step, a lease kept on its
+        connection), not by any timer: the panic attempt and the cooldown wait look past it."""
+        return self.reason in HELD_BACK
 
 
 class EligibilityFilter(Protocol):

@@ -32,8 +32,10 @@ from typing import Any
 
 import orjson
 from asgiref.sync import async_to_sync
+from django.core.exceptions import RequestDataTooBig
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -73,12 +75,26 @@ CORS_HEADERS = {
 }
 
 
+class JsonOnly(BaseContentNegotiation):
+    """Every lease answer is JSON, whatever the client accepts."""
+
+    def select_parser(self, request: Request, parsers: Any) -> Any:
+        return parsers[0] if parsers else None
+
+    def select_renderer(
+        self, request: Request, renderers: Any, format_suffix: str | None = None
+    ) -> tuple[Any, str]:
+        renderer = renderers[0]
+        return renderer, renderer.media_type
+
+
 class SessionLeaseApi(APIView):
     """Acquire, inspect, renew and release an exclusive session lease."""
 
     authentication_classes = ()  # its own: the key is checked after nothing, as step 1
     permission_classes = ()
     renderer_classes = (JSONRenderer,)
+    content_negotiation_class = JsonOnly  # an ``Accept`` it cannot meet is no 406 before step 1
 
     @extend_schema(request=None, responses={204: None})
     def options(self, request: Request, *args: Any, **kwargs: Any) -> Response:  # type: ignore[override]
@@ -106,7 +122,11 @@ class SessionLeaseApi(APIView):
         key = _authenticate(snapshot, request, now)
         if not is_json_media_type(str(request.META.get("CONTENT_TYPE", ""))):
             raise lease_error(LeaseCode.CONTENT_TYPE_REQUIRED)
-        action = parse_lease_request(request.body)
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            raise lease_error(LeaseCode.ACTION_INVALID, "The request body is too large.") from None
+        action = parse_lease_request(body)
         if action.action is LeaseAction.ACQUIRE:
             check_lease_model(snapshot, key, action.model)
         check_lease_key(key)

@@ -91,3 +91,4 @@ class ExclusionReason(StrEnum):
     UNAVAILABLE = "unavailable"
     TOOL_LIMIT = "tool_limit"  # the request declares more tools than the target takes
     FALLBACK_ONLY = "fallback_only"  # a priority step kept for when quota runs out earlier
+    LEASE_BOUND = "lease_bound"  # a lease stays on its connection after the client's mistake

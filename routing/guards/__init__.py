@@ -11,7 +11,7 @@ from routing.guards.combo_metrics import ComboMetricsRecorder, LastKnownGoodReco
 from routing.guards.connection import ConnectionFilter
 from routing.guards.egress import EgressRecorder
 from routing.guards.fallback_only import FallbackOnlyFilter
-from routing.guards.lease import LeaseFenceHolder
+from routing.guards.lease import LeaseBindingFilter, LeaseFenceHolder
 from routing.guards.lockout import ModelLockoutFilter
 from routing.guards.quota import QuotaRecorder
 from routing.guards.tool_limit import ToolLimitFilter, ToolLimitRecorder
@@ -23,6 +23,7 @@ def default_filters(store: StateStore) -> tuple[EligibilityFilter, ...]:
     """Filters in the order they run; the breaker last, since it may take a probe slot."""
     return (
         FallbackOnlyFilter(),
+        LeaseBindingFilter(),
         ToolLimitFilter(store),
         ConnectionFilter(store),
         ModelLockoutFilter(store),

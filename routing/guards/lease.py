@@ -26,11 +26,13 @@ from django.utils import timezone
 from leases.domain.states import LeaseOutcome
 from leases.domain.tokens import retry_after_seconds
 from resilience.db import db_sync_to_async
+from resilience.domain.attribution import TimerClass
 from routing.admission.gates import NO_HOLD
-from routing.attempts import AttemptContext
+from routing.attempts import AttemptContext, Exclusion
 from routing.domain.lease_errors import LEASE_ERROR_TYPE, LeaseCode, capacity_unavailable
 from routing.domain.lease_routing import distinct_connections, transition_reason
 from routing.domain.planning import Target
+from routing.domain.vocabulary import ExclusionReason
 from routing.leasing import lease_fence_or_move
 from routing.seams import Held, HoldRefused
 
@@ -40,6 +42,25 @@ HOLDS = frozenset({LeaseOutcome.VALID, LeaseOutcome.TRANSITIONED, LeaseOutcome.R
 STALE_MESSAGE = "The lease generation is not the active one for this owner and key."
 ENDED_MESSAGE = "The lease ended while the request waited; acquire it again."
 UNAVAILABLE_MESSAGE = "The lease service is temporarily unavailable; retry shortly."
+
+
+class LeaseBindingFilter:
+    """A managed request whose bound connection failed because of the request itself (an
+    invalid parameter, a context too long, a model it lacks: decision 17) asks no other
+    connection: they would answer alike, and the lease would move off a healthy binding for
+    nothing. The binding's own answer is the client's."""
+
+    async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None:
+        claim = context.lease
+        if claim is None or target.connection.id == claim.connection_id:
+            return None
+        for tried, outcome in context.attempts:
+            if tried.connection.id != claim.connection_id or outcome.ok:
+                continue
+            verdict = context.verdict(tried)
+            if verdict is not None and verdict.attribution.request_only:
+                return Exclusion(target, ExclusionReason.LEASE_BOUND, None, TimerClass.OPERATOR)
+        return None
 
 
 class LeaseFenceHolder:

@@ -39,6 +39,7 @@ from tests.routing.harness import (
     add_provider,
     chat,
     communicator,
+    error,
     read_reply,
     send_body,
     unread,
@@ -157,6 +158,22 @@ async def test_the_binding_moves_with_its_generation_when_it_cannot_serve(
     assert moved is not None and (moved.connection_id, moved.generation) == (backup, generation)
     old = await ExclusiveConnectionLease.objects.aget(connection_id=primary)
     assert (old.state, old.end_reason) == (LeaseState.INVALIDATED, EndReason.CONNECTION_INELIGIBLE)
+
+
+async def test_the_client_s_own_mistake_keeps_the_lease_where_it_is(
+    gateway: Gateway, managed: tuple[int, str], both: tuple[int, int]
+) -> None:
+    primary, _ = both
+    generation = await database_sync_to_async(lease)(managed[0], primary)
+    gateway.fake.behaviours[PRIMARY] = error(
+        400, "context length exceeded", "context_length_exceeded"
+    )
+
+    reply = await call(gateway, managed[1], lease_headers(OWNER, generation))
+
+    assert reply.status == 400 and gateway.fake.calls == [PRIMARY]  # the backup is not asked
+    kept = await database_sync_to_async(lease_active)(owner_hash=hashed(OWNER))
+    assert kept is not None and kept.connection_id == primary
 
 
 async def test_a_connection_another_owner_holds_is_never_tried(

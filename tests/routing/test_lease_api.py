@@ -325,3 +325,9 @@ def test_the_owner_token_is_never_stored(key: str) -> None:
     acquire(key, owner=owner)
     rows = list(ExclusiveConnectionLease.objects.values_list())
     assert rows and owner not in repr(rows) and hashed(owner) in repr(rows)
+
+
+def test_an_accept_header_it_cannot_meet_still_gets_the_lease_answer(acme: Provider) -> None:
+    response = APIClient().generic("POST", URL, b"{}", "application/json", HTTP_ACCEPT="text/html")  # type: ignore[arg-type]
+
+    assert error(response) == (401, "LEASE_AUTHENTICATION_REQUIRED")
