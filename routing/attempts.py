@@ -1,19 +1,16 @@
 """The attempt loop: try a plan's targets in order until one answers.
 
-Later mechanisms plug in at its seams (``routing.seams``), without touching the loop: eligibility
-filters (their exclusions explain the decision to the client), holders (what an attempt holds
-while it runs; a refusal is request-scoped), outcome recorders (the first hands the outcome to
-the resilience attribution service, whose verdict says whether the loop moves on), and per
-request a payload rewrite, finishers and a keep-alive before each wait.
+Later mechanisms plug in at its seams (``routing.seams``) without touching the loop: eligibility
+filters (their exclusions explain the decision), holders (a refusal is request-scoped), outcome
+recorders (the first hands the outcome to the resilience attribution service, whose verdict
+says whether the loop moves on), and per request a payload rewrite, finishers and a keep-alive.
 
-The order of last resorts (spec decisions 14, 15, 20): the attempt policy on the current
-target (a retry with backoff, or waiting out a short ``Retry-After``:
-``resilience.domain.attempt_policy``); the next eligible target; after a transient failure
-with no other target left, one retry of the same target; when every target was excluded only
-by self-set timers, one panic attempt on the target whose timer ends first. The request's
-deadline bounds all of it.
-The loop fails over only while nothing has reached the client: the consumer relays a reply
-after the loop has returned it.
+The order of last resorts (spec decisions 14, 15, 20): the attempt policy on the current target
+(``resilience.domain.attempt_policy``); the next eligible target; one retry of the last after a
+transient failure; one panic attempt when only self-set timers excluded every target; the
+combo cooldown-aware wait (``routing.cooldown_wait``) and another pass; the emergency fallback
+model. The request's deadline bounds all of it, and the loop fails over only while nothing has
+reached the client (the consumer relays a reply after the loop returned it).
 """
 
 from __future__ import annotations
