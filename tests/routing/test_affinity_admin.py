@@ -4,7 +4,6 @@ clears the live pin in the state store too."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,6 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from resilience import state as resilience_state
 from resilience.persistence import persistence_flush
 from resilience.store import MemoryStore
 from routing.domain.affinity import pin_hash
@@ -29,17 +27,7 @@ SESSIONS = ("session-alpha", "session-bravo")
 
 
 @pytest.fixture
-def process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
-    """A fresh in-process store as the process store (never a shared Redis)."""
-    store = MemoryStore()
-    resilience_state.get_store.cache_clear()
-    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
-    yield store
-    resilience_state.get_store.cache_clear()
-
-
-@pytest.fixture
-def pins(acme: Provider, process_store: MemoryStore) -> list[str]:
+def pins(acme: Provider, fresh_process_store: MemoryStore) -> list[str]:
     """Two sessions pinned to ``acme``'s connection, their pin hashes."""
     connection = add_connection(acme, "primary", "sk-acme-1")
     hashes = [pin_hash("acme", f"1:header:{session}") for session in SESSIONS]
@@ -47,7 +35,7 @@ def pins(acme: Provider, process_store: MemoryStore) -> list[str]:
     async def pin_all() -> None:
         for key_hash in hashes:
             await affinity_pin_answered(
-                store=process_store, provider="acme", key_hash=key_hash,
+                store=fresh_process_store, provider="acme", key_hash=key_hash,
                 connection_id=connection, ttl_seconds=600,
             )  # fmt: skip
         await persistence_flush()
@@ -86,7 +74,7 @@ def test_pins_cannot_be_added_edited_or_deleted_by_hand(
 
 
 def test_the_clear_action_clears_the_selected_pins_and_their_live_state(
-    staff_client: Client, pins: list[str], process_store: MemoryStore
+    staff_client: Client, pins: list[str], fresh_process_store: MemoryStore
 ) -> None:
     chosen = SessionAffinityPin.objects.get(key_hash=pins[0])
 
@@ -96,12 +84,12 @@ def test_the_clear_action_clears_the_selected_pins_and_their_live_state(
 
     assert response.status_code == 302
     assert list(SessionAffinityPin.objects.values_list("key_hash", flat=True)) == [pins[1]]
-    assert not live(process_store, pins[0]) and live(process_store, pins[1])
+    assert not live(fresh_process_store, pins[0]) and live(fresh_process_store, pins[1])
     assert "Cleared 1 pin(s)." in [str(m) for m in get_messages(response.wsgi_request)]
 
 
 def test_clear_all_clears_every_pin(
-    staff_client: Client, pins: list[str], process_store: MemoryStore
+    staff_client: Client, pins: list[str], fresh_process_store: MemoryStore
 ) -> None:
     assert staff_client.get(CLEAR_ALL).status_code == 405
 
@@ -109,15 +97,15 @@ def test_clear_all_clears_every_pin(
 
     assert response.status_code == 302 and response["Location"] == CHANGELIST
     assert not SessionAffinityPin.objects.exists()
-    assert not any(live(process_store, key_hash) for key_hash in pins)
+    assert not any(live(fresh_process_store, key_hash) for key_hash in pins)
 
 
 def test_clearing_takes_the_delete_permission(
-    django_user_model: Any, pins: list[str], process_store: MemoryStore
+    django_user_model: Any, pins: list[str], fresh_process_store: MemoryStore
 ) -> None:
     viewer = django_user_model.objects.create_user("viewer", is_staff=True)
     client = Client()
     client.force_login(viewer)
 
     assert client.post(CLEAR_ALL).status_code == 403
-    assert SessionAffinityPin.objects.count() == 2 and live(process_store, pins[0])
+    assert SessionAffinityPin.objects.count() == 2 and live(fresh_process_store, pins[0])

@@ -3,7 +3,6 @@ fence, capacity with ``Retry-After`` on the edge's clock, and every branch of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,7 +15,6 @@ import routing.api.leases as lease_api
 from leases.models import ExclusiveConnectionLease
 from leases.selectors import lease_active
 from leases.services import lease_acquire
-from resilience import state as resilience_state
 from resilience.store import MemoryStore
 from routing.models import ClientApiKey, Provider, ProviderConnection
 from routing.services import api_key_create, api_key_revoke
@@ -52,17 +50,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 @pytest.fixture
-def process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
-    """A fresh process store: no connection state left by another test."""
-    store = MemoryStore()
-    resilience_state.get_store.cache_clear()
-    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
-    yield store
-    resilience_state.get_store.cache_clear()
-
-
-@pytest.fixture
-def acme(fresh_snapshot: None, process_store: MemoryStore, clock: Clock) -> Provider:
+def acme(fresh_snapshot: None, fresh_process_store: MemoryStore, clock: Clock) -> Provider:
     return add_provider("acme")
 
 
