@@ -12,6 +12,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from routing.domain.encryption_keys import DEV_ENCRYPTION_KEY, parse_encryption_keys
 from routing.domain.fallback import parse_emergency_fallback  # pure: no Django import
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -47,6 +48,19 @@ SECRET_KEY = env.str("OMNIROUTE_SECRET_KEY", default=DEV_SECRET_KEY)
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
         "OMNIROUTE_DEBUG is off but OMNIROUTE_SECRET_KEY is the development key: set a real secret."
+    )
+# The keys that encrypt provider secrets, newest first (routing.domain.encryption_keys); apart
+# from SECRET_KEY, which only decrypts secrets written before this variable existed.
+try:
+    ENCRYPTION_KEYS = parse_encryption_keys(env.str("OMNIROUTE_ENCRYPTION_KEY", default=""))
+except ValueError as _error:
+    raise ImproperlyConfigured(f"OMNIROUTE_ENCRYPTION_KEY: {_error}") from _error
+if not ENCRYPTION_KEYS and DEBUG:
+    ENCRYPTION_KEYS = (DEV_ENCRYPTION_KEY,)
+if not DEBUG and (not ENCRYPTION_KEYS or DEV_ENCRYPTION_KEY in ENCRYPTION_KEYS):
+    raise ImproperlyConfigured(
+        "OMNIROUTE_DEBUG is off but OMNIROUTE_ENCRYPTION_KEY is unset or holds the development "
+        "key: set one or more Fernet keys, comma-separated, newest first (README, Configuration)."
     )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 DATA_DIR = Path(env.str("OMNIROUTE_DATA_DIR", default=str(BASE_DIR / "data")))

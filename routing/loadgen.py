@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+from cryptography.fernet import Fernet
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROMPT = [{"role": "user", "content": "Say hello"}]
@@ -194,6 +195,7 @@ def gateway_env(data_dir: str) -> dict[str, str]:
         OMNIROUTE_DATA_DIR=data_dir,
         OMNIROUTE_DEBUG="0",
         OMNIROUTE_SECRET_KEY="bench-" + os.urandom(16).hex(),
+        OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
         OMNIROUTE_LOG_LEVEL="WARNING",
     )
     return env

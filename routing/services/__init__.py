@@ -12,8 +12,10 @@ from routing.services.connections import (
 from routing.services.flags import feature_flag_delete, feature_flag_save
 from routing.services.keys import api_key_create, api_key_delete, api_key_revoke, api_key_update
 from routing.services.providers import provider_delete, provider_save
+from routing.services.secrets import SecretRotation, secrets_rotate
 
 __all__ = [
+    "SecretRotation",
     "api_key_create",
     "api_key_delete",
     "api_key_revoke",
@@ -31,4 +33,5 @@ __all__ = [
     "feature_flag_save",
     "provider_delete",
     "provider_save",
+    "secrets_rotate",
 ]

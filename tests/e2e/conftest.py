@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 
 from resilience.domain.settings import resolve_settings, to_document
 from routing.fakeupstream import FakeUpstream
@@ -46,6 +47,7 @@ def _gateway_env(data_dir: Path) -> dict[str, str]:
         OMNIROUTE_DATA_DIR=str(data_dir),
         OMNIROUTE_DEBUG="0",
         OMNIROUTE_SECRET_KEY="e2e-" + secrets.token_hex(16),
+        OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
         OMNIROUTE_UPSTREAM_READ_TIMEOUT=str(READ_TIMEOUT_SECONDS),
         OMNIROUTE_MAX_BODY_BYTES=str(MAX_BODY_BYTES),
         OMNIROUTE_REDIS_PREFIX=f"omniroute-e2e-{secrets.token_hex(6)}:",
