@@ -13,6 +13,7 @@ import base64
 import binascii
 
 FERNET_KEY_BYTES = 32
+FERNET_KEY_CHARS = 44
 # The key used when debug is on and no key is set. It is public: a gateway with debug off
 # refuses to start with it.
 DEV_ENCRYPTION_KEY = "mRd8f3K-R763gwAmiMZOMxIp076BR7wLf6wpT32JElE="
@@ -20,10 +21,10 @@ DEV_ENCRYPTION_KEY = "mRd8f3K-R763gwAmiMZOMxIp076BR7wLf6wpT32JElE="
 
 def _check_key(position: int, key: str) -> None:
     try:
-        raw = base64.urlsafe_b64decode(key.encode("ascii"))
+        raw = base64.b64decode(key.encode("ascii"), altchars=b"-_", validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):
         raw = b""
-    if len(raw) != FERNET_KEY_BYTES:
+    if len(key) != FERNET_KEY_CHARS or len(raw) != FERNET_KEY_BYTES:
         raise ValueError(
             f"key {position} is not a Fernet key (32 bytes in URL-safe base64, 44 characters)"
         )
