@@ -16,14 +16,20 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# The demo runs with debug on (the development secret key is then accepted); a deployment sets
+# OMNIROUTE_SECRET_KEY and leaves OMNIROUTE_DEBUG off (README, "Configuration").
+run: export OMNIROUTE_DEBUG ?= 1
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
+	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py seeddemo --upstream-url http://127.0.0.1:$(FAKE_PORT)/v1 --gateway-url http://$(HOST):$(PORT)
 	@set -e; \
 	$(PY) manage.py fakeupstream --host 127.0.0.1 --port $(FAKE_PORT) --chunk-interval-ms 40 --no-record & fake=$$!; \
 	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
-	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+	$(PY) manage.py serve --host $(HOST) --port $(PORT) --no-collectstatic
 
+# The checks and the suite load the test settings (a throwaway secret key; see pyproject.toml).
+lint test: export DJANGO_SETTINGS_MODULE = omniroute.settings_test
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -43,8 +43,16 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
-DEBUG = env.bool("OMNIROUTE_DEBUG", default=True)
-SECRET_KEY = env.str("OMNIROUTE_SECRET_KEY", default=DEV_SECRET_KEY)
+# Off unless asked for (``make run`` turns it on for the demo): with it on, an error page shows
+# settings, routes and the request, caller's key included.
+DEBUG = env.bool("OMNIROUTE_DEBUG", default=False)
+SECRET_KEY = env.str("OMNIROUTE_SECRET_KEY", default="") or (DEV_SECRET_KEY if DEBUG else "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "OMNIROUTE_SECRET_KEY is not set: the gateway needs a secret key when OMNIROUTE_DEBUG is "
+        "off. Set one, e.g. OMNIROUTE_SECRET_KEY=$(python -c 'import secrets; "
+        "print(secrets.token_urlsafe(50))'), or OMNIROUTE_DEBUG=1 for a local demo."
+    )
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
         "OMNIROUTE_DEBUG is off but OMNIROUTE_SECRET_KEY is the development key: set a real secret."
@@ -76,6 +84,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "resilience",
     "routing",
@@ -84,6 +93,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files (admin, browsable API, API docs) in every mode, straight after security.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -175,7 +186,15 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT = Path(env.str("OMNIROUTE_STATIC_ROOT", default=str(DATA_DIR / "static")))
+# WhiteNoise serves what ``collectstatic`` put in STATIC_ROOT (``manage.py serve`` runs it). The
+# plain storage: a manifest would make every template naming a static file fail until
+# ``collectstatic`` ran (tests included), and compressing every file again on each start costs
+# seconds; an unchanged file is not copied again.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -192,6 +211,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Providers, connections, client keys and combos of the OmniRoute gateway.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The docs page's assets come from the installed sidecar package, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

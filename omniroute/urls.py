@@ -5,15 +5,22 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from omniroute.views import ApiRootView
 from resilience.api.health import ReadinessApi
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
+    path("api/", ApiRootView.as_view(), name="api-root"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("resilience.api.urls")),
     path("api/", include("routing.api.urls")),
 ]
+
+# With debug off, errors outside the admin are JSON (see ``omniroute.views``).
+handler404 = "omniroute.views.not_found"
+handler500 = "omniroute.views.server_error"

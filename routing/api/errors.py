@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from rest_framework import exceptions, status
 from rest_framework.exceptions import ErrorDetail
@@ -26,7 +27,10 @@ CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    503: "service_unavailable",
 }
+DATABASE_DOWN = "The gateway's database is unavailable; try again later."
+_TYPES = {400: "invalid_request_error", 503: "service_unavailable"}
 SPEC_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
 
@@ -36,6 +40,12 @@ def _as_drf(exc: Exception) -> Exception:
     if isinstance(exc, ProtectedError):
         error = exceptions.APIException("The object is still in use and cannot be deleted.")
         error.status_code = status.HTTP_409_CONFLICT
+        return error
+    if isinstance(exc, OperationalError | InterfaceError):
+        # An outage (connection refused, lost, locked): the caller learns nothing of the
+        # server, the query or the settings, only that it may retry.
+        error = exceptions.APIException(DATABASE_DOWN)
+        error.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
         return error
     return exc
 
@@ -47,7 +57,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return None
     detail = response.data
     error: dict[str, Any] = {
-        "type": "invalid_request_error" if response.status_code == 400 else "api_error",
+        "type": _TYPES.get(response.status_code, "api_error"),
         "code": CODES.get(response.status_code, "error"),
     }
     if isinstance(detail, dict) and set(detail) != {"detail"}:

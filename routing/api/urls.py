@@ -9,6 +9,7 @@ from routing.api import views
 from routing.api.leases import SessionLeaseApi
 
 router = DefaultRouter()
+router.include_root_view = False  # /api/ itself lists every area: omniroute.views
 router.register("providers", views.ProviderViewSet, basename="provider")
 router.register("connections", views.ProviderConnectionViewSet, basename="connection")
 router.register("keys", views.ClientApiKeyViewSet, basename="key")

@@ -1,18 +1,30 @@
-"""``manage.py seeddemo``: connections to the fake upstream, two combos and a fresh demo key."""
+"""``manage.py seeddemo``: connections to the fake upstream, two combos and a demo client key.
+
+The demo key is a plain client key (no ``manage`` scope: operators use the admin or a key they
+mint). Its plaintext is kept in ``<data dir>/demo-key`` (mode 0600) so that every ``make run``
+prints the same, still valid key; a new one is made only when that key no longer works, and an
+earlier key is never revoked.
+"""
 
 from __future__ import annotations
 
+import os
 import shlex
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import orjson
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
+from django.utils import timezone
 
+from routing.domain.keys import hash_key
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.services import api_key_create, combo_save, connection_save, provider_save
 
 DEMO_KEY_NAME = "demo"
+DEMO_KEY_FILE = "demo-key"
 DEMO_MODELS = ["demo-model", "demo-fast"]
 FAILOVER_COMBO = "demo-failover"
 # The first target of the fail-over combo: a connection whose base URL carries the fake
@@ -26,6 +38,28 @@ MISSING_MODEL = "demo-missing"
 ANTHROPIC_DEMO = "mock-anthropic"
 
 
+def demo_key(key_file: Path) -> tuple[str, bool]:
+    """The demo key's plaintext and whether it is new: the one stored in ``key_file`` while its
+    key still exists and is usable, else a new key (no scope) written there with mode 0600."""
+    try:
+        stored = key_file.read_text().strip()
+    except FileNotFoundError:
+        stored = ""
+    if stored:
+        key = ClientApiKey.objects.filter(key_hash=hash_key(stored)).first()
+        if key is not None and key.is_usable(timezone.now()):
+            return stored, False
+    _, plaintext = api_key_create(name=DEMO_KEY_NAME)
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    partial = key_file.with_name(f".{key_file.name}.partial")
+    descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(plaintext + "\n")
+    os.chmod(partial, 0o600)  # an existing file keeps its mode through os.open
+    partial.replace(key_file)
+    return plaintext, True
+
+
 def _scenario_url(url: str, knobs: str) -> str:
     """``url`` with the fake upstream's scenario prefix ``/s/<knobs>`` before its path."""
     parts = urlsplit(url)
@@ -35,8 +69,8 @@ def _scenario_url(url: str, knobs: str) -> str:
 class Command(BaseCommand):
     help = (
         "Seed the demo: mock connections, a 'demo' combo, a 'demo-failover' combo whose first "
-        "target (connection 'demo-missing') always answers 404, and a new demo API key "
-        "(printed)."
+        "target (connection 'demo-missing') always answers 404, and a demo API key (printed; "
+        "the same one on every run while it is valid)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -67,9 +101,8 @@ class Command(BaseCommand):
                     "category": "api_key", "base_url": url, "wire_format": "anthropic"},
         )  # fmt: skip
         self._connection(claude, "demo-claude", url, 10)
-        ClientApiKey.objects.filter(name=DEMO_KEY_NAME).delete()
-        _, plaintext = api_key_create(name=DEMO_KEY_NAME, scopes=["manage"])
-        self._announce(plaintext, options["gateway_url"])
+        plaintext, new = demo_key(Path(settings.DATA_DIR) / DEMO_KEY_FILE)
+        self._announce(plaintext, new, options["gateway_url"])
 
     def _connection(
         self,
@@ -91,7 +124,7 @@ class Command(BaseCommand):
         combo = Combo.objects.filter(name=name).first() or Combo(name=name)
         combo_save(combo=combo, fields={"description": description}, targets=targets)
 
-    def _announce(self, plaintext: str, gateway: str) -> None:
+    def _announce(self, plaintext: str, new: bool, gateway: str) -> None:
         body = {
             "model": "mock/demo-model",
             "stream": True,
@@ -101,9 +134,8 @@ class Command(BaseCommand):
             f"curl -N {gateway}/v1/chat/completions -H 'Authorization: Bearer {plaintext}' "
             f"-H 'Content-Type: application/json' -d {shlex.quote(orjson.dumps(body).decode())}"
         )
-        self.stdout.write(
-            f"\nDemo API key (shown once, also has the 'manage' scope):\n  {plaintext}\n"
-        )
+        kept = f"new, kept in {DEMO_KEY_FILE}" if new else f"the same as last run, {DEMO_KEY_FILE}"
+        self.stdout.write(f"\nDemo API key ({kept}; a client key for /v1):\n  {plaintext}\n")
         self.stdout.write(f"\nTry a streamed answer:\n  {curl}\n")
         self.stdout.write(
             "\nThe Anthropic SDK works too (POST /v1/messages):\n"
@@ -112,6 +144,9 @@ class Command(BaseCommand):
             "messages=[{'role': 'user', 'content': 'hi'}])\n"
         )
         self.stdout.write(
-            f"\nAdmin: {gateway}/admin/ (create a user with `.venv/bin/python manage.py "
-            "createsuperuser`)\n\n"
+            f"\nOperators: the admin at {gateway}/admin/ (create a user with `.venv/bin/python "
+            "manage.py createsuperuser`), or the management API at "
+            f"{gateway}/api/ (docs: {gateway}/api/docs/) with a key you mint: "
+            "`.venv/bin/python manage.py createapikey --name operator --scope manage`. The demo "
+            "key cannot manage.\n\n"
         )

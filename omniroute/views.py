@@ -1,0 +1,79 @@
+"""The gateway's own pages outside the apps: the API root and the JSON error handlers.
+
+Outside the admin every error is JSON in the OpenAI shape ``{"error": {"message", "type",
+"code"}}``: with debug off Django would otherwise answer its HTML pages (and with debug on, a
+404 page listing every route). The admin keeps Django's pages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.views import defaults
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+API_PREFIX = "/api/"
+ADMIN_PREFIX = "/admin/"
+
+
+def api_area_names() -> list[str]:
+    """The names of every management API route under ``/api/`` that takes no argument.
+
+    Read from the URL configuration itself, so an area added there is listed without more
+    wiring. Detail routes (``/api/keys/<pk>/``) and format suffixes need arguments: skipped.
+    """
+    names: list[str] = []
+
+    def walk(patterns: list[Any], prefix: str) -> None:
+        for entry in patterns:
+            route = prefix + str(entry.pattern)
+            if isinstance(entry, URLResolver):
+                walk(entry.url_patterns, route)
+            elif isinstance(entry, URLPattern) and entry.name and entry.name != "api-root":
+                if route.startswith("api/") and entry.pattern.regex.groups == 0:
+                    names.append(entry.name)
+
+    walk(get_resolver().url_patterns, "")
+    return list(dict.fromkeys(names))
+
+
+class ApiRootView(APIView):
+    """``GET /api/``: every area of the management API with its URL (public, like the schema)."""
+
+    permission_classes = [AllowAny]
+    authentication_classes: list[Any] = []
+    schema = None  # not an area of its own in the OpenAPI document
+
+    def get(self, request: Request) -> Response:
+        areas: dict[str, str] = {}
+        for name in api_area_names():
+            url = reverse(name)
+            label = url.removeprefix(API_PREFIX).strip("/") or name
+            areas[label] = request.build_absolute_uri(url)
+        return Response(areas)
+
+
+def _error(status: int, message: str, error_type: str, code: str) -> JsonResponse:
+    body = {"error": {"message": message, "type": error_type, "code": code}}
+    return JsonResponse(body, status=status)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler404``: a JSON 404 (no route list) everywhere but the admin."""
+    if request.path.startswith(ADMIN_PREFIX):
+        return defaults.page_not_found(request, exception or Exception())
+    return _error(404, f"There is no endpoint at {request.path}.", "invalid_request_error",
+                  "not_found")  # fmt: skip
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """``handler500``: a JSON 500 without details everywhere but the admin."""
+    if request.path.startswith(ADMIN_PREFIX):
+        return defaults.server_error(request)
+    return _error(500, "The gateway failed to handle this request.", "server_error",
+                  "internal_error")  # fmt: skip

@@ -1,0 +1,86 @@
+"""With debug off, errors outside the admin are JSON in the OpenAI shape and tell nothing of the
+gateway's routes, database or settings."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest.mock import patch
+
+import pytest
+from django.db import OperationalError
+from django.db.backends.utils import CursorWrapper
+from django.test import Client
+from pytest_django.fixtures import Settings
+
+from routing.services import api_key_create
+
+pytestmark = pytest.mark.django_db
+
+DATABASE_SECRET = "db-password-hunter2"
+
+
+@pytest.fixture(autouse=True)
+def debug_off(settings: Settings) -> None:
+    settings.DEBUG = False
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/no-such-area/", "/api/keys/extra/deep/path", "/nowhere", "/static/nope.css"]
+)
+def test_unknown_url_is_a_json_404_without_a_route_list(client: Client, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "not_found"
+    assert error["type"] == "invalid_request_error"
+    assert path in error["message"]
+    body = response.content.decode()
+    for route in ("admin/", "api/schema", "session-leases", "readyz", "URLconf"):
+        assert route not in body
+
+
+def test_unknown_object_under_the_api_is_a_json_404() -> None:
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    response = Client().get("/api/keys/987654/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_database_outage_is_a_json_503_without_details() -> None:
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    outage = OperationalError(f'connection to server failed: password "{DATABASE_SECRET}"')
+    with patch.object(CursorWrapper, "execute", side_effect=outage):
+        response = Client().get("/api/providers/", HTTP_AUTHORIZATION=f"Bearer {key}")
+    assert response.status_code == 503
+    assert response["Content-Type"] == "application/json"
+    assert response.json() == {
+        "error": {
+            "message": "The gateway's database is unavailable; try again later.",
+            "type": "service_unavailable",
+            "code": "service_unavailable",
+        }
+    }
+    body = response.content.decode()
+    for detail in (DATABASE_SECRET, key, "Traceback", "OperationalError", "SELECT"):
+        assert detail not in body
+
+
+def test_outage_while_writing_is_a_json_503_too() -> None:
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+    real_execute = CursorWrapper.execute
+
+    def fail_writes(self: CursorWrapper, sql: str, params: Any = None) -> Any:
+        if sql.lstrip().upper().startswith("INSERT"):
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_execute(self, sql, params)
+
+    with patch.object(CursorWrapper, "execute", fail_writes):
+        response = client.post(
+            "/api/providers/",
+            {"slug": "p1", "name": "P1", "category": "api_key", "base_url": "http://u.test/v1"},
+            content_type="application/json",
+        )
+    assert response.status_code == 503, response.content
+    assert response.json()["error"]["code"] == "service_unavailable"
