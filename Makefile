@@ -39,6 +39,9 @@ lint: $(VENV)/.installed
 test: lint
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
+# The load tools run on this machine like the demo (debug on); the gateways they start set
+# their own keys.
+bench availability: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
 

@@ -146,7 +146,10 @@ def test_rotatekeys_reports_unreadable_secrets_and_keeps_the_rest(provider: Prov
 
 def _check(**variables: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "OMNIROUTE_ENCRYPTION_KEY"}
-    env.update(OMNIROUTE_DEBUG="0", OMNIROUTE_SECRET_KEY="a-real-secret-" + KEY_A, **variables)
+    env.update(
+        DJANGO_SETTINGS_MODULE="omniroute.settings",  # the production settings, not the suite's
+        OMNIROUTE_DEBUG="0", OMNIROUTE_SECRET_KEY="a-real-secret-" + KEY_A, **variables,
+    )  # fmt: skip
     argv = [sys.executable, str(MANAGE), "check"]
     return subprocess.run(argv, env=env, capture_output=True, text=True)
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = "import omniroute.settings as s; print(s.DEBUG, s.SECRET_KEY == s.DEV_SECRET_KEY)"
 
@@ -20,7 +22,10 @@ def load_settings(tmp_path: Path, **variables: str) -> subprocess.CompletedProce
 
 
 def test_debug_is_off_by_default(tmp_path: Path) -> None:
-    loaded = load_settings(tmp_path, OMNIROUTE_SECRET_KEY="a-real-secret-" + "x" * 40)
+    loaded = load_settings(
+        tmp_path, OMNIROUTE_SECRET_KEY="a-real-secret-" + "x" * 40,
+        OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
+    )  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["False", "False"]
 

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cryptography.fernet import Fernet
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
 import asyncio, json, django, httpx
@@ -44,6 +46,7 @@ def _deployment_env(tmp_path: Path) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="omniroute.settings",
         OMNIROUTE_DEBUG="0",
         OMNIROUTE_SECRET_KEY="static-test-" + "k" * 40,
+        OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
         OMNIROUTE_DATA_DIR=str(tmp_path / "data"),
         OMNIROUTE_STATIC_ROOT=str(tmp_path / "static"),
     )
