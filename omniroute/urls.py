@@ -7,12 +7,15 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
-from resilience.api.health import ReadinessApi
+from omniroute.metrics import metrics
+from resilience.api.health import ReadinessApi, liveness
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("healthz", liveness, name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
+    path("metrics", metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/", include("resilience.api.urls")),
     path("api/", include("routing.api.urls")),
