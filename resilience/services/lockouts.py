@@ -151,7 +151,7 @@ async def lockout_record_failure(
 
     lock = (await _change(store, provider, connection_id, step)).locks[slot]
     if lock.locked_at == now:  # else a longer lock already in place was kept
-        _log_lock(provider, connection_id, slot, lock)
+        _log_lock(provider, connection_id, model, scope, lock)
     return lock
 
 
@@ -186,15 +186,15 @@ async def pair_record_transient(
     lock = record.locks.get(slot)
     if lock is None or lock.locked_at != now:
         return None
-    _log_lock(provider, connection_id, slot, lock)
+    _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
     return lock
 
 
-def _log_lock(provider: str, connection_id: int, slot: str, lock: Lock) -> None:
+def _log_lock(provider: str, connection_id: int, model: str, scope: LockScope, lock: Lock) -> None:
     """One line per lock placed on a model (a kept, longer lock is not a new one)."""
     logger.warning(
-        "model %s locked on %s connection %d for %.1f s (reason=%s, failures=%d)",
-        slot, provider, connection_id, lock.until - lock.locked_at, lock.reason,
+        "model %s locked on %s connection %d for %.1f s (scope=%s, reason=%s, failures=%d)",
+        model, provider, connection_id, lock.until - lock.locked_at, scope.value, lock.reason,
         lock.failure_count,
     )  # fmt: skip
 
