@@ -22,12 +22,15 @@ later ``send``.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import daphne.server
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server
+
+logger = logging.getLogger("omniroute.server")
 
 
 class FlowControlledRequest(WebRequest):
@@ -90,6 +93,13 @@ class FlowControlledServer(Server):
         daphne.server.HTTPFactory = FlowControlledFactory
         super().run()
 
+    def listen_success(self, port: Any) -> None:
+        """Once bound, say where (daphne's own line is at INFO on a logger kept at WARNING)."""
+        super().listen_success(port)
+        host = port.getHost() if hasattr(port, "getHost") else None
+        if host is not None and hasattr(host, "port"):
+            logger.info("gateway listening on %s", listening_url(host.host, host.port))
+
     async def handle_reply(self, protocol: Any, message: dict[str, Any]) -> None:
         await super().handle_reply(protocol, message)
         drained = getattr(protocol, "drained", None)  # None too for WebSocket protocols
@@ -101,3 +111,8 @@ class FlowControlledCommandLine(CommandLineInterface):
     """Daphne's command line, running :class:`FlowControlledServer`."""
 
     server_class = FlowControlledServer
+
+
+def listening_url(host: str, port: int) -> str:
+    """The address a client dials: ``http://host:port`` (an IPv6 host in brackets)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

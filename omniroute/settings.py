@@ -73,6 +73,9 @@ if not DEBUG and (not ENCRYPTION_KEYS or DEV_ENCRYPTION_KEY in ENCRYPTION_KEYS):
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 DATA_DIR = Path(env.str("OMNIROUTE_DATA_DIR", default=str(BASE_DIR / "data")))
 LOG_LEVEL = env.str("OMNIROUTE_LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env.str("OMNIROUTE_LOG_FORMAT", default="plain").lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"OMNIROUTE_LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 
 INSTALLED_APPS = [
     "daphne",
@@ -217,17 +220,25 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# One handler, on the root logger: every other logger propagates to it. Django's own default
+# configuration gives ``django`` a console handler too (which printed each of its warnings
+# twice) and ``django.server`` another: both are emptied here.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "resilience.logging.JsonFormatter"},
+    },
     # Nothing credential-shaped reaches the log (spec decision 19).
     "filters": {"scrub": {"()": "resilience.logging.ScrubbingFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["scrub"]}
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["scrub"]}
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.server": {"handlers": [], "propagate": True},
         "daphne": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "django.channels.server": {"level": "WARNING"},

@@ -7,14 +7,17 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from omniroute.metrics import metrics
 from omniroute.views import ApiRootView
-from resilience.api.health import ReadinessApi
+from resilience.api.health import ReadinessApi, liveness
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     path("admin/", admin.site.urls),
+    path("healthz", liveness, name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),
     path("api/", ApiRootView.as_view(), name="api-root"),
+    path("metrics", metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("resilience.api.urls")),

@@ -1,4 +1,5 @@
-"""A logging filter that scrubs credential-shaped strings out of every record (decision 19).
+"""The gateway's log plumbing: a filter that scrubs credential-shaped strings out of every
+record (decision 19), and the JSON formatter of ``OMNIROUTE_LOG_FORMAT=json``.
 
 Registered on the console handler in ``settings.LOGGING``. It knows no connection secrets (the
 code that logs an upstream body scrubs that connection's secret itself); it removes what
@@ -8,11 +9,14 @@ code that logs an upstream body scrubs that connection's secret itself); it remo
 
 from __future__ import annotations
 
+import json
 import logging
+from datetime import UTC, datetime
+from typing import Any
 
 from resilience.domain.scrub import scrub
 
-__all__ = ["ScrubbingFilter"]
+__all__ = ["JsonFormatter", "ScrubbingFilter"]
 
 
 class ScrubbingFilter(logging.Filter):
@@ -43,3 +47,28 @@ class ScrubbingFilter(logging.Filter):
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = scrub(record.exc_text)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the record's ``fields`` (the
+    access log's) as top-level keys, and a logged exception's traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry |= {name: _scrubbed(value) for name, value in fields.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            entry["exception"] = scrub(record.exc_text)
+        return json.dumps(entry, default=str)
+
+
+def _scrubbed(value: Any) -> Any:
+    return scrub(value) if isinstance(value, str) else value

@@ -25,6 +25,7 @@ from routing.domain.catalog import model_detail, model_list
 from routing.domain.endpoints import MESSAGES, Endpoint
 from routing.domain.errors import GatewayError
 from routing.domain.lease_routing import check_route, lease_claim
+from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_holders, default_recorders
@@ -45,6 +46,7 @@ from routing.relay import (
 )
 from routing.response_pins import pinned_plan, remember, response_id
 from routing.strategies import order_targets
+from routing.telemetry import target_label
 from routing.upstream import Forwarded, Upstream
 
 DEADLINE_HEADER = b"x-omniroute-deadline-ms"
@@ -75,11 +77,23 @@ class RelayConsumer(ProxyConsumer):
         super().__init__(*args, **kwargs)
         if endpoint is not None:
             self.endpoint = endpoint
+        self.requested_model = "-"
+        self.context: AttemptContext | None = None  # the access log reads its attempts
+
+    def model_label(self) -> str:
+        return self.requested_model
+
+    def target_label(self) -> str:
+        return "-" if self.context is None else target_label(self.context.attempts)
+
+    def outcomes(self) -> list[Outcome]:
+        return [] if self.context is None else [outcome for _, outcome in self.context.attempts]
 
     async def serve(self, body: bytes) -> None:
         snapshot, key = await self.authenticated()  # before parsing: strangers cost no parse
         claim = lease_claim(key, self.scope["headers"])  # a managed key's lease, else None
         request = self.endpoint.parse(body)
+        self.requested_model = request.model
         plan = plan_route(snapshot, request.model, key, self.endpoint.wire_format, request.needs)
         if claim is not None:
             check_route(snapshot, plan)
@@ -90,6 +104,7 @@ class RelayConsumer(ProxyConsumer):
             self.request_id, key, plan, request.stream, snapshot,
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
         )  # fmt: skip
+        self.context = context
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
         if claim is not None:  # managed keys' one database read, before anything is held
             await lease_bind(context, claim, timezone.now())
@@ -137,6 +152,7 @@ class RelayConsumer(ProxyConsumer):
                 await self._answer(step)
                 return
             context, request = step.context, step.request
+            self.context = context
         await self._attempt_and_relay(context, request)
 
     async def _answer(self, answer: Answer) -> None:
@@ -230,6 +246,10 @@ class ModelsConsumer(ProxyConsumer):
 
     allowed_methods = ("GET",)
 
+    def endpoint_label(self) -> str:
+        named = "model" in self.scope.get("url_route", {}).get("kwargs", {})
+        return "/v1/models/{model}" if named else "/v1/models"
+
     def error_shape(self) -> Endpoint:
         anthropic = any(name == ANTHROPIC_VERSION for name, _ in self.scope["headers"])
         return MESSAGES if anthropic else self.endpoint
@@ -251,6 +271,9 @@ class NotFoundConsumer(ProxyConsumer):
     """Any other ``/v1/...`` path: a JSON 404 (not Django's page listing every route)."""
 
     allowed_methods = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+    def endpoint_label(self) -> str:
+        return "unmatched"  # one label for every unknown path: clients cannot add series
 
     async def serve(self, body: bytes) -> None:
         path = self.scope["path"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from typing import Any
 
 from channels.exceptions import StopConsumer
@@ -22,7 +23,9 @@ from routing.domain.auth import authenticate, presented_key
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
+from routing.domain.outcomes import Outcome
 from routing.snapshot import current_snapshot
+from routing.telemetry import AccessRecord, record_request
 from routing.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -51,6 +54,10 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.upstream = upstream or _default_upstream
         self.store = store or get_store()
         self.request_id = secrets.token_hex(12)
+        self.arrived = time.monotonic()
+        self.status = 0  # the answer's status once its head went out
+        self.sent_bytes = 0
+        self.key_prefix = "-"  # set once the key is accepted
         self.body_size = 0
         self.rejected = False
         self.started = False  # whether the response has begun (no error body after that)
@@ -78,6 +85,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
                 await self.send_error(_too_large())
         if self.rejected:
             if not message.get("more_body"):
+                self.finished()
                 raise StopConsumer()
             return
         await super().http_request(message)
@@ -93,10 +101,49 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             logger.exception("request %s failed", self.request_id)
             if not self.started:
                 await self.send_error(_internal_error())
+        finally:
+            self.finished()
 
     async def send_headers(self, *, status: int = 200, headers: Any = None) -> None:
-        self.started = True
+        self.started, self.status = True, status
         await super().send_headers(status=status, headers=headers)
+
+    async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
+        self.sent_bytes += len(body)
+        await super().send_body(body, more_body=more_body)
+
+    def finished(self) -> None:
+        """The request is over: count it and write its access-log line (no I/O of its own)."""
+        try:
+            record_request(self._access_record(), self.outcomes())
+        except Exception:  # telemetry never fails a request
+            logger.exception("recording request %s failed", self.request_id)
+
+    def _access_record(self) -> AccessRecord:
+        return AccessRecord(
+            request_id=self.request_id, method=self.scope["method"],
+            endpoint=self.endpoint_label(), key=self.key_prefix, model=self.model_label(),
+            target=self.target_label(), status=self.status or 499,
+            attempts=len(self.outcomes()), latency_ms=self._elapsed_ms(),
+            bytes=self.sent_bytes,
+        )  # fmt: skip
+
+    def _elapsed_ms(self) -> int:
+        return int((time.monotonic() - self.arrived) * 1000)
+
+    def endpoint_label(self) -> str:
+        """The metrics' and access log's name for this route (the path by default)."""
+        return str(self.scope["path"])
+
+    def model_label(self) -> str:
+        return "-"
+
+    def target_label(self) -> str:
+        return "-"
+
+    def outcomes(self) -> list[Outcome]:
+        """The upstream attempts this request made, in order."""
+        return []
 
     async def serve(self, body: bytes) -> None:
         raise NotImplementedError
@@ -118,6 +165,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
     async def authenticated(self) -> tuple[ConfigSnapshot, KeyInfo]:
         snapshot = await current_snapshot()
         key = authenticate(snapshot, presented_key(self.scope["headers"]), timezone.now())
+        self.key_prefix = key.prefix
         return snapshot, key
 
     async def send_error(self, error: GatewayError) -> None:

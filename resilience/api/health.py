@@ -1,4 +1,4 @@
-"""``/api/monitoring/health``, ``/api/resilience/reset`` and ``/readyz``.
+"""``/api/monitoring/health``, ``/api/resilience/reset``, ``/healthz`` and ``/readyz``.
 
 Health reports ``degraded`` while a provider breaker is open or while the state store serves
 from process-local state because Redis is unreachable (spec decision 18). Readiness depends on
@@ -20,6 +20,8 @@ from typing import Any, cast
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import AnonymousUser
 from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.permissions import SAFE_METHODS, AllowAny, BasePermission
@@ -94,6 +96,11 @@ def set_policy_source(source: PolicySource) -> None:
 def set_admission_source(source: AdmissionSource) -> None:
     """Routing hands in its admission gates' running and queued counts (this process's)."""
     _Sources.admission = source
+
+
+def admission_counts() -> dict[str, Any]:
+    """This process's admission gates and queues, as routing reports them."""
+    return _Sources.admission()
 
 
 class _HealthCache:
@@ -229,6 +236,12 @@ class BreakerResetApi(APIView):
         return Response(
             {"ok": True, "resetCount": count, "message": f"Reset {count} circuit breaker(s)"}
         )
+
+
+@require_GET
+def liveness(request: HttpRequest) -> JsonResponse:
+    """``GET /healthz``: 200 whenever the process serves; nothing else is consulted."""
+    return JsonResponse({"status": "alive"})
 
 
 def database_error() -> str | None:

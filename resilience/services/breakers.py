@@ -11,6 +11,7 @@ single store read.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,6 +29,7 @@ IDLE_SWEEP_SECONDS = 30 * 60.0
 REGISTRY_CAP = 500
 
 FRESH_PERMIT = Permit(probe=False, generation=0)
+logger = logging.getLogger("omniroute.resilience")
 
 
 def breaker_key(name: str) -> str:
@@ -64,12 +66,26 @@ async def _apply(
         return change.after.to_dict()
 
     await store.update(breaker_key(name), updater)
+    _log_transition(name, change)
     if change.after is not None and change.after != change.before:
         written = persist_breaker(name, change.after, policy)
         was_open = change.before is not None and change.before.state is BreakerState.OPEN
         if change.after.state is BreakerState.OPEN and not was_open:
             await written  # decision 18: an opening is durable before the answer
     return change
+
+
+def _log_transition(name: str, change: _Change) -> None:
+    """One line per state change (the updater may have run more than once: this runs once)."""
+    before = BreakerState.CLOSED if change.before is None else change.before.state
+    if change.after is None or change.after.state is before:
+        return
+    after = change.after.state
+    level = logging.WARNING if after is BreakerState.OPEN else logging.INFO
+    logger.log(
+        level, "breaker %s: %s -> %s (failures=%d)",
+        name, before.value, after.value, change.after.failure_count,
+    )  # fmt: skip
 
 
 async def breaker_get(*, store: StateStore, name: str) -> Breaker:

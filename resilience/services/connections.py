@@ -9,6 +9,7 @@ level once (the anti-thundering-herd guard sees the first one's cooldown).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from resilience.persistence import persist_connection_state
 from resilience.store import Json, StateStore
 
 CONNECTION_PREFIX = "conn:"
+logger = logging.getLogger("omniroute.resilience")
 
 
 def connection_key(connection_id: int) -> str:
@@ -69,10 +71,25 @@ async def connection_mark_failed(
     await store.update(connection_key(connection_id), updater)
     assert seen.marked is not None
     if seen.marked.changed:
+        _log_marked(connection_id, seen.marked)
         written = persist_connection_state(connection_id, seen.marked.state)
         if _durable(seen.marked):  # decision 18: written before the answer that caused it
             await written
     return seen.marked
+
+
+def _log_marked(connection_id: int, marked: Marked) -> None:
+    """One line for a connection that became terminal or started (or extended) a cooldown."""
+    reason = marked.classification.reason if marked.classification is not None else "-"
+    if marked.terminal is not None:
+        logger.warning(
+            "connection %d: terminal state %s (reason=%s)", connection_id, marked.terminal, reason
+        )
+    elif marked.cooldown_ms > 0:
+        logger.info(
+            "connection %d: cooling down for %d ms (reason=%s, backoff_level=%d)",
+            connection_id, marked.cooldown_ms, reason, marked.state.backoff_level,
+        )  # fmt: skip
 
 
 def _durable(marked: Marked) -> bool:
@@ -130,6 +147,11 @@ async def connection_cool_siblings(
         if after is not None and after.remaining(now) > 0:
             persist_connection_state(connection_id, after)
             cooled.append(connection_id)
+    if cooled:
+        logger.info(
+            "connections %s: cooling down for %d ms (an operator rule of scope provider)",
+            ",".join(map(str, cooled)), cooldown_ms,
+        )  # fmt: skip
     return cooled
 
 

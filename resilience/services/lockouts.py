@@ -9,6 +9,7 @@ nothing accumulates; an active lock is never evicted early.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ LOCK_PREFIX = "locks:"
 PROBE_PREFIX = "pair-probe:"
 RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
 EVICTION_CAP = 1000  # failure states per connection (§5.5: MODEL_LOCKOUT_EVICTION_CAP)
+logger = logging.getLogger("omniroute.resilience")
 
 
 def lockout_key(provider: str, connection_id: int | str) -> str:
@@ -147,7 +149,10 @@ async def lockout_record_failure(
         record.failures[slot], record.locks[slot] = state, lock
         return record
 
-    return (await _change(store, provider, connection_id, step)).locks[slot]
+    lock = (await _change(store, provider, connection_id, step)).locks[slot]
+    if lock.locked_at == now:  # else a longer lock already in place was kept
+        _log_lock(provider, connection_id, model, scope, lock)
+    return lock
 
 
 async def pair_record_transient(
@@ -179,7 +184,19 @@ async def pair_record_transient(
 
     record = await _change(store, provider, connection_id, step)
     lock = record.locks.get(slot)
-    return lock if lock is not None and lock.locked_at == now else None
+    if lock is None or lock.locked_at != now:
+        return None
+    _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
+    return lock
+
+
+def _log_lock(provider: str, connection_id: int, model: str, scope: LockScope, lock: Lock) -> None:
+    """One line per lock placed on a model (a kept, longer lock is not a new one)."""
+    logger.warning(
+        "model %s locked on %s connection %d for %.1f s (scope=%s, reason=%s, failures=%d)",
+        model, provider, connection_id, lock.until - lock.locked_at, scope.value, lock.reason,
+        lock.failure_count,
+    )  # fmt: skip
 
 
 async def pair_probe_claim(

@@ -1,0 +1,82 @@
+"""What the /v1 proxy tells operators about each request: one access-log line and the
+request metrics that ``/metrics`` exposes.
+
+Both are recorded once, when the consumer finishes a request (``routing.proxy``), and cost a
+log call and three in-memory counter updates: the handler does the only I/O. The access line
+holds the key's display prefix, never the key, and no request header at all (so no secret and
+no lease header can reach it); its fields travel in ``record.fields`` too, which the JSON
+formatter (``OMNIROUTE_LOG_FORMAT=json``) writes as top-level keys.
+
+The metrics live in ``prometheus_client``'s default registry. When ``PROMETHEUS_MULTIPROC_DIR``
+is set before the process starts, the library keeps them in per-process files there and
+``/metrics`` adds up every process's files (``omniroute.metrics``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Histogram
+
+from routing.domain.outcomes import Outcome
+from routing.domain.planning import Target
+
+__all__ = ["ATTEMPTS", "REQUESTS", "REQUEST_SECONDS", "AccessRecord", "record_request"]
+
+logger = logging.getLogger("omniroute.access")
+
+REQUESTS = Counter(
+    "omniroute_requests", "Client requests answered by the /v1 proxy.", ["endpoint", "status"]
+)
+REQUEST_SECONDS = Histogram(
+    "omniroute_request_duration_seconds",
+    "Time from a /v1 request's arrival to the end of its answer (streams included).",
+    ["endpoint"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+ATTEMPTS = Counter(
+    "omniroute_upstream_attempts",
+    "Upstream attempts by how they ended (success, http_error, network, timeout, ...).",
+    ["outcome"],
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRecord:
+    """One finished /v1 request as the access log and the metrics see it."""
+
+    request_id: str
+    method: str
+    endpoint: str  # the route, not the path: /v1/models/{model} is one endpoint
+    key: str  # the client key's display prefix, "-" when none was accepted
+    model: str
+    target: str  # provider/model that answered, "-" when none did
+    status: int  # 499 when the client left before any answer
+    attempts: int
+    latency_ms: int
+    bytes: int  # response body bytes sent to the client
+
+    def fields(self) -> dict[str, str | int]:
+        """The fields by name, in order (shallow: every value is a str or an int)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def record_request(record: AccessRecord, outcomes: Iterable[Outcome] = ()) -> None:
+    """Count the request and its upstream attempts, and write its access-log line."""
+    REQUESTS.labels(record.endpoint, str(record.status)).inc()
+    REQUEST_SECONDS.labels(record.endpoint).observe(record.latency_ms / 1000)
+    for outcome in outcomes:
+        ATTEMPTS.labels(outcome.kind.value).inc()
+    if logger.isEnabledFor(logging.INFO):
+        fields = record.fields()
+        line = " ".join(f"{name}={value}" for name, value in fields.items())
+        logger.info("access %s", line, extra={"fields": fields})
+
+
+def target_label(attempts: list[tuple[Target, Outcome]]) -> str:
+    """The target whose answer the client got: the last attempt, when it succeeded."""
+    if attempts and attempts[-1][1].ok:
+        return attempts[-1][0].label
+    return "-"

@@ -1,0 +1,153 @@
+"""What the /v1 proxy tells operators: one access-log line per request (request id, key
+prefix, model, target, status, attempts, latency, bytes; no secret, no lease header) and the
+request counters that ``/metrics`` exposes, parsed as Prometheus would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from leases.domain.tokens import OWNER_HEADER
+from resilience.logging import JsonFormatter
+from routing.consumers import NotFoundConsumer
+from routing.models import ProviderConnection
+from routing.telemetry import ATTEMPTS, REQUEST_SECONDS, REQUESTS
+from tests.routing.conftest import UPSTREAM_SECRET
+from tests.routing.harness import (
+    COMPLETION,
+    answer,
+    asgi_app,
+    communicator,
+    read_reply,
+    send_body,
+)
+from tests.routing.harness import chat as chat_body
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+OWNER_TOKEN = "vlo_" + "A" * 43  # a lease header value: it must never reach the log
+ACCESS_LOGGER = "omniroute.access"
+
+
+@pytest.fixture
+def request_metrics() -> Iterator[None]:
+    """The request metrics start empty (they are process-wide) and are emptied again after."""
+    for metric in (REQUESTS, REQUEST_SECONDS, ATTEMPTS):
+        metric.clear()
+    yield
+    for metric in (REQUESTS, REQUEST_SECONDS, ATTEMPTS):
+        metric.clear()
+
+
+async def send(key: str, *, consumer: type = NotFoundConsumer, path: str = "/v1/nowhere") -> str:
+    """One request; the request id the gateway answered with."""
+    ok = answer(200, json.dumps(COMPLETION).encode())
+    app = asgi_app(ok) if path.endswith("completions") else asgi_app(ok, consumer=consumer)
+    comm = communicator(app, key, path=path, extra_headers=[(OWNER_HEADER, OWNER_TOKEN.encode())])
+    await send_body(comm, chat_body("mock/gpt-x"))
+    reply = await read_reply(comm)
+    return reply.headers["x-omniroute-request-id"]
+
+
+def fields(record: logging.LogRecord) -> dict[str, Any]:
+    """The access record's fields, as the JSON formatter reads them."""
+    found: dict[str, Any] = record.__dict__["fields"]
+    return found
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples called ``name`` in an exposition, by their sorted labels."""
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                found[tuple(sorted(sample.labels.items()))] = sample.value
+    return found
+
+
+async def test_metrics_count_exactly_the_requests_sent(
+    request_metrics: None, fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    # given: two answered chat completions and one unknown path
+    for _ in range(2):
+        await send(plain_key, path="/v1/chat/completions")
+    await send(plain_key)
+
+    # when
+    text = (await sync_to_async(Client().get)("/metrics")).content.decode()
+
+    # then
+    requests = samples(text, "omniroute_requests_total")
+    assert requests == {
+        (("endpoint", "/v1/chat/completions"), ("status", "200")): 2.0,
+        (("endpoint", "unmatched"), ("status", "404")): 1.0,
+    }
+    assert samples(text, "omniroute_upstream_attempts_total") == {(("outcome", "success"),): 2.0}
+    latency = samples(text, "omniroute_request_duration_seconds_count")
+    assert latency == {
+        (("endpoint", "/v1/chat/completions"),): 2.0,
+        (("endpoint", "unmatched"),): 1.0,
+    }
+
+
+async def test_the_access_line_carries_the_request_id_and_no_secret(
+    request_metrics: None,
+    fresh_snapshot: None,
+    connection: ProviderConnection,
+    plain_key: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    request_id = await send(plain_key, path="/v1/chat/completions")
+
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    line = record.getMessage()
+    assert f"request_id={request_id}" in line
+    assert "model=mock/gpt-x" in line and "status=200" in line and "attempts=1" in line
+    assert f"key={plain_key[:6]}" in line  # the display prefix only
+    for secret in (plain_key, UPSTREAM_SECRET, OWNER_TOKEN):
+        assert secret not in caplog.text
+    assert fields(record)["target"] == "mock/gpt-x" and fields(record)["bytes"] > 0
+
+
+async def test_the_json_access_line(
+    request_metrics: None,
+    fresh_snapshot: None,
+    connection: ProviderConnection,
+    plain_key: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    request_id = await send(plain_key, path="/v1/chat/completions")
+
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    entry = json.loads(JsonFormatter().format(record))
+    assert (entry["logger"], entry["level"], entry["request_id"]) == (
+        ACCESS_LOGGER,
+        "INFO",
+        request_id,
+    )
+    assert (entry["status"], entry["attempts"], entry["target"]) == (200, 1, "mock/gpt-x")
+    assert plain_key.startswith(entry["key"]) and len(entry["key"]) < len(plain_key)
+    assert plain_key not in json.dumps(entry) and OWNER_TOKEN not in json.dumps(entry)
+
+
+async def test_a_client_that_never_authenticates_is_logged_without_a_key(
+    request_metrics: None, plain_key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+
+    await send(plain_key)
+
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    assert (fields(record)["key"], fields(record)["status"]) == ("-", 404)
