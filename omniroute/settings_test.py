@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMNIROUTE_SECRET_KEY", "omniroute-test-suite-only-not-a-secret")
-os.environ.setdefault("OMNIROUTE_ENCRYPTION_KEY", "yeh6il2Z49NZncAlHjkRsjWxYa_6wLA3loXFgGngBp8=")  # the test suite's only
+# The test suite's own encryption key (the gateways the end-to-end tests start get their own).
+os.environ.setdefault("OMNIROUTE_ENCRYPTION_KEY", "yeh6il2Z49NZncAlHjkRsjWxYa_6wLA3loXFgGngBp8=")
 
 from omniroute.settings import *  # noqa: F403
