@@ -256,7 +256,11 @@ def database_error() -> str | None:
 
 
 class ReadinessApi(APIView):
-    """``GET /readyz``: 200 when the database answers, else 503. Redis is never consulted."""
+    """``GET /readyz``: 200 when the database answers, else 503. Redis is never consulted.
+
+    The 503 names no error: the probe is unauthenticated, and a driver's message can carry a
+    host, a user or a password. The reason goes to the log only.
+    """
 
     authentication_classes: list[type[Any]] = []
     permission_classes = [AllowAny]
@@ -272,4 +276,4 @@ class ReadinessApi(APIView):
         if error is None:
             return Response({"status": "ready"})
         logger.warning("not ready: the database does not answer (%s)", error)
-        return Response({"status": "not ready", "reason": error}, status=503)
+        return Response({"status": "not ready", "reason": "database unavailable"}, status=503)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -129,24 +130,30 @@ def test_operators_see_the_active_lockouts(
     assert api_client.get(HEALTH).json() == {"status": "ok"}  # lockouts do not degrade health
 
 
+DATABASE_SECRET = 'password "db-hunter2" for user "omniroute" at db.internal'
+
+
 class _UnreachableDatabase:
     def cursor(self) -> object:
-        raise OperationalError("could not connect to server")
+        raise OperationalError(f"could not connect to server: {DATABASE_SECRET}")
 
 
-def test_readiness_follows_the_database(
-    api_client: APIClient, monkeypatch: pytest.MonkeyPatch
+def test_readiness_follows_the_database_and_names_no_detail(
+    api_client: APIClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert api_client.get(READYZ).json() == {"status": "ready"}
 
     monkeypatch.setattr(health, "connection", _UnreachableDatabase())
-    response = api_client.get(READYZ)
+    with caplog.at_level(logging.WARNING, logger=health.logger.name):
+        response = api_client.get(READYZ)
 
     assert response.status_code == 503
-    assert response.json() == {
-        "status": "not ready",
-        "reason": "OperationalError: could not connect to server",
-    }
+    assert response.json() == {"status": "not ready", "reason": "database unavailable"}
+    body = response.content.decode()
+    for detail in ("db-hunter2", "db.internal", "OperationalError", "could not connect"):
+        assert detail not in body
+    # The operator still learns why, from the log.
+    assert "OperationalError: could not connect to server" in caplog.text
 
 
 def test_readiness_needs_no_credentials(api_client: APIClient) -> None:
