@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from omniroute.metrics import metrics
-from omniroute.views import ApiRootView
+from omniroute.views import ApiRootView, api_not_found
 from resilience.api.health import ReadinessApi, liveness
 
 urlpatterns = [
@@ -22,6 +22,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/", include("resilience.api.urls")),
     path("api/", include("routing.api.urls")),
+    # Keep last: every other /api/ path is a JSON 404, even with debug on (no route list).
+    re_path(r"^api/(?P<rest>.*)$", api_not_found),
 ]
 
 # With debug off, errors outside the admin are JSON (see ``omniroute.views``).

@@ -12,6 +12,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -69,6 +70,17 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
         return defaults.page_not_found(request, exception or Exception())
     return _error(404, f"There is no endpoint at {request.path}.", "invalid_request_error",
                   "not_found")  # fmt: skip
+
+
+@csrf_exempt  # a POST to an unknown path is a 404, not a CSRF failure page
+def api_not_found(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """The last pattern under ``/api/``: a JSON 404 whatever ``DEBUG`` says.
+
+    ``handler404`` only answers with debug off; with it on (``make run``) Django would answer
+    its technical page, which lists every route. Matching every unknown ``/api/`` path keeps
+    that page away from the management API while the admin keeps Django's own.
+    """
+    return not_found(request)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
