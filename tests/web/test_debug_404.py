@@ -21,7 +21,7 @@ def debug_on(settings: Settings) -> None:
     settings.DEBUG = True
 
 
-def assert_json_404(status: int, content_type: str, body: bytes, path: str) -> None:
+def assert_json_404(status: int, content_type: str, body: bytes) -> None:
     assert status == 404
     assert content_type.startswith("application/json")
     error = json.loads(body)["error"]
@@ -38,14 +38,15 @@ def assert_json_404(status: int, content_type: str, body: bytes, path: str) -> N
 )
 def test_unknown_api_url_is_a_json_404_with_debug_on(client: Client, path: str) -> None:
     response = client.get(path)
-    assert_json_404(response.status_code, response["Content-Type"], response.content, path)
+    assert_json_404(response.status_code, response["Content-Type"], response.content)
     assert path in response.json()["error"]["message"]
 
 
 @pytest.mark.django_db
 def test_other_methods_get_the_same_json_404() -> None:
-    response = Client(enforce_csrf_checks=True).post("/api/no-such-area/", {}, content_type="application/json")
-    assert_json_404(response.status_code, response["Content-Type"], response.content, "")
+    client = Client(enforce_csrf_checks=True)
+    response = client.post("/api/no-such-area/", {}, content_type="application/json")
+    assert_json_404(response.status_code, response["Content-Type"], response.content)
 
 
 @pytest.mark.django_db
@@ -72,4 +73,4 @@ async def test_unknown_v1_url_is_a_json_404_with_debug_on() -> None:
     communicator = HttpCommunicator(application, "GET", "/v1/no-such-endpoint")
     reply = await communicator.get_response()
     headers = {name.decode().lower(): value.decode() for name, value in reply["headers"]}
-    assert_json_404(reply["status"], headers["content-type"], reply["body"], "")
+    assert_json_404(reply["status"], headers["content-type"], reply["body"])
