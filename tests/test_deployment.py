@@ -107,3 +107,13 @@ def test_the_image_leaves_local_state_out() -> None:
     ignored = (ROOT / ".dockerignore").read_text().split()
     for entry in (".git", ".venv", "data"):
         assert entry in ignored
+
+
+def test_every_variable_the_settings_read_is_documented() -> None:
+    settings = (ROOT / "omniroute" / "settings.py").read_text()
+    read = set(re.findall(r'env(?:\.\w+|_int|_float)\(\s*"([A-Z0-9_]+)"', settings))
+    assert {"OMNIROUTE_DEBUG", "DATABASE_URL", "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES"} <= read
+    readme = (ROOT / "README.md").read_text()
+    assert {name for name in read if f"| `{name}`" not in readme} == set()
+    for name in ("PROMETHEUS_MULTIPROC_DIR", "REDIS_URL", "OMNIROUTE_REDIS_PREFIX"):
+        assert f"`{name}`" in readme.split("## Deployment", 1)[1]
