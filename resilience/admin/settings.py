@@ -35,7 +35,7 @@ from resilience.selectors import SETTINGS_PK
 from resilience.services import resilience_settings_document, resilience_settings_update
 
 if TYPE_CHECKING:
-    from django.contrib.admin.options import _FieldsetSpec
+    from django.contrib.admin.options import _FieldOpts, _FieldsetSpec
 
 
 def field_name(path: str) -> str:
@@ -139,11 +139,12 @@ def _fieldsets() -> _FieldsetSpec:
     groups: dict[str, list[str]] = {}
     for path in SCHEMA:
         groups.setdefault(path.rsplit(".", 1)[0], []).append(field_name(path))
-    fieldsets: _FieldsetSpec = []
-    for group, names in groups.items():
-        heading, description = group_heading(group)
-        fieldsets.append((heading, {"fields": tuple(names), "description": description}))
-    return fieldsets
+    return [_fieldset(group, names) for group, names in groups.items()]
+
+
+def _fieldset(group: str, names: list[str]) -> tuple[str, _FieldOpts]:
+    heading, description = group_heading(group)
+    return heading, {"fields": tuple(names), "description": description}
 
 
 @admin.register(ResilienceSettings)
