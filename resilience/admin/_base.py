@@ -4,6 +4,7 @@ form helpers."""
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django import forms
@@ -11,6 +12,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 
 if TYPE_CHECKING:  # generic in django-stubs, not subscriptable at runtime
     ModelAdminBase = admin.ModelAdmin[Any]
@@ -38,14 +41,24 @@ class LinesField(forms.CharField):
 
 
 def human_seconds(seconds: int) -> str:
-    """A short duration for operators: "42 s", "12 min", "3 h 5 min", or "—" for none."""
+    """A duration to the second for operators: "42 s", "12 min 5 s", "3 h 5 min 7 s", or "—"
+    for none (zero parts are left out: "10 min")."""
     if seconds <= 0:
         return "—"
-    if seconds < 120:
-        return f"{seconds} s"
-    if seconds < 7200:
-        return f"{seconds // 60} min"
-    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = ((hours, "h"), (minutes, "min"), (secs, "s"))
+    return " ".join(f"{value} {unit}" for value, unit in parts if value)
+
+
+MOMENT_FORMAT = "Y-m-d H:i:s"  # admin times are shown to the second, in the current time zone
+
+
+def moment(value: datetime | None) -> str:
+    """``value`` to the second in the current time zone ("2026-01-31 14:05:09"), or "—"."""
+    if value is None:
+        return "—"
+    return date_format(timezone.localtime(value), MOMENT_FORMAT)
 
 
 def formfield(db_field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | None:

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
-from resilience.admin._base import ModelAdminBase, human_seconds
+from resilience.admin._base import ModelAdminBase, human_seconds, moment
 from resilience.domain.breaker import Breaker, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.persistence import policy_from_dict
@@ -35,11 +35,11 @@ class CircuitBreakerAdmin(ModelAdminBase):
 
     list_display = (
         "name", "coloured_state", "failure_count", "retry_after", "open_cycles",
-        "recent_transitions", "updated_at",
+        "recent_transitions", "updated",
     )  # fmt: skip
     list_filter = ("state",)
     search_fields = ("name",)
-    readonly_fields = ("name", "state", "failure_count", "last_failure_time", "options")
+    readonly_fields = ("name", "state", "failure_count", "last_failure", "options")
     actions = ("reset_breakers",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -53,6 +53,14 @@ class CircuitBreakerAdmin(ModelAdminBase):
         state = _breaker(row).state
         colour = STATE_COLOURS.get(state, "#555")
         return format_html('<b style="color:{}">{}</b>', colour, state.value.upper())
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, row: CircuitBreaker) -> str:
+        return moment(row.updated_at)
+
+    @admin.display(description="last failure")
+    def last_failure(self, row: CircuitBreaker) -> str:
+        return moment(row.last_failure_time)
 
     @admin.display(description="retry after")
     def retry_after(self, row: CircuitBreaker) -> str:

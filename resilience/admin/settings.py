@@ -1,6 +1,7 @@
 """Django admin for resilience: the settings page (one document, edited field by field).
 
-The form has one field per ``SCHEMA`` row, labelled with its dotted path. Only the fields the
+The form has one field per ``SCHEMA`` row, labelled in words (``settings_text``) with the
+dotted path named in its help text, grouped by section under headings. Only the fields the
 operator changed form the patch, so untouched settings keep following their defaults and
 environment overrides. ``clean()`` runs the API's strict ``validate_patch`` and saving calls
 ``resilience_settings_update``: the same rules and the same write path as ``PATCH
@@ -18,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from resilience.admin._base import ModelAdminBase, ModelFormBase
+from resilience.admin.settings_text import group_heading, help_for, label_for
 from resilience.domain.settings import (
     ROOT_FIELD,
     SCHEMA,
@@ -33,7 +35,7 @@ from resilience.selectors import SETTINGS_PK
 from resilience.services import resilience_settings_document, resilience_settings_update
 
 if TYPE_CHECKING:
-    from django.contrib.admin.options import _FieldsetSpec
+    from django.contrib.admin.options import _FieldOpts, _FieldsetSpec
 
 
 def field_name(path: str) -> str:
@@ -75,20 +77,25 @@ class IntegersField(forms.Field):
 
 def _form_field(path: str, spec: FieldSpec) -> forms.Field:
     # No min/max here: the bounds are validate_patch's to check, with the API's messages.
+    label = label_for(path)
     if spec.kind is Kind.BOOL:
-        return forms.BooleanField(label=path, required=False, help_text=spec.help)
+        return forms.BooleanField(label=label, required=False, help_text=_help(path, spec))
     if spec.kind is Kind.OPTIONAL_BOOL:
         widget = _optional_bool_widget()
-        return forms.NullBooleanField(label=path, widget=widget, help_text=spec.help)
+        return forms.NullBooleanField(label=label, widget=widget, help_text=_help(path, spec))
     if spec.kind is Kind.INT_LIST:
-        return IntegersField(label=path, required=False, help_text=_help(spec, "comma-separated"))
-    bounds = f"{spec.minimum:,} – {spec.maximum:,}"
-    return forms.IntegerField(label=path, help_text=_help(spec, bounds))
+        detail = "whole numbers separated by commas"
+        return IntegersField(label=label, required=False, help_text=_help(path, spec, detail))
+    bounds = f"from {spec.minimum:,} to {spec.maximum:,}"
+    return forms.IntegerField(label=label, help_text=_help(path, spec, bounds))
 
 
-def _help(spec: FieldSpec, detail: str) -> str:
-    """The setting's own help text, if it has one, then ``detail`` (its bounds or format)."""
-    return f"{spec.help} ({detail})" if spec.help else detail
+def _help(path: str, spec: FieldSpec, allowed: str = "") -> str:
+    """What the setting does, what it accepts, and its name in the API's JSON document."""
+    text = help_for(path, spec.help)
+    if allowed:
+        text += f" Allowed: {allowed}."
+    return f"{text} API name: {path}.".strip()
 
 
 class _SettingsFormBase(ModelFormBase):
@@ -128,10 +135,16 @@ ResilienceSettingsForm = type(
 
 
 def _fieldsets() -> _FieldsetSpec:
+    """One fieldset per group of the document, headed and described in words."""
     groups: dict[str, list[str]] = {}
     for path in SCHEMA:
         groups.setdefault(path.rsplit(".", 1)[0], []).append(field_name(path))
-    return [(group, {"fields": tuple(names)}) for group, names in groups.items()]
+    return [_fieldset(group, names) for group, names in groups.items()]
+
+
+def _fieldset(group: str, names: list[str]) -> tuple[str, _FieldOpts]:
+    heading, description = group_heading(group)
+    return heading, {"fields": tuple(names), "description": description}
 
 
 @admin.register(ResilienceSettings)

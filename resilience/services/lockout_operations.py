@@ -59,6 +59,15 @@ def lockouts_active() -> list[LabelledLock]:
     ]
 
 
+def lockouts_by_connection() -> dict[int, list[LockView]]:
+    """Every active lock, grouped by connection id (longest remaining first): one store scan,
+    for a page that shows each connection's locked models."""
+    grouped: dict[int, list[LockView]] = {}
+    for lock in async_to_sync(lockout_list)(store=get_store()):
+        grouped.setdefault(lock.connection_id, []).append(lock)
+    return grouped
+
+
 def lockouts_unlock(*, provider: str, model: str, connection_id: int | None = None) -> int:
     """Unlock ``model`` on one connection, or on every connection of ``provider``; the count."""
     unlock = async_to_sync(lockout_unlock)

@@ -7,7 +7,7 @@ reads the whole page's states at once. Sorting and filtering still go by the row
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
 from typing import Any
 
 from django import forms
@@ -16,10 +16,18 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
-from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin, formfield, human_seconds
+from resilience.admin._base import (
+    LinesField,
+    ModelFormBase,
+    ServiceAdmin,
+    formfield,
+    human_seconds,
+    moment,
+)
 from resilience.domain.connection_state import ConnectionState
+from routing.admin.connection_verbs import ConnectionVerbsMixin, attach_locks, live_locks
 from routing.crypto import mask_url_credentials
 from routing.domain.timing import cooldown_remaining_seconds
 from routing.domain.vocabulary import TestStatus
@@ -38,10 +46,12 @@ from routing.services import (
 from routing.services.connections import SETTINGS_FIELDS
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
+AVAILABLE_COLOUR = STATUS_COLOURS[TestStatus.ACTIVE]
 TERMINAL_COLOUR = "#c62828"
 LIVE_STATE_ATTRIBUTE = "_live_state"  # the live state read for a row, kept on the instance
 CONNECTION_STATE_FIELDS = (
     "status",
+    "locked_models",
     "cooldown",
     "cooling_until",
     "backoff",
@@ -50,10 +60,11 @@ CONNECTION_STATE_FIELDS = (
     "error_message",
     "error_at",
     "expired_retry_count",
-    "expired_retry_at",
-    "created_at",
-    "updated_at",
+    "expired_retry_time",
+    "created",
+    "updated",
 )
+AVAILABLE = "available"  # not terminal and no cooldown left, whatever the stored status says
 
 
 def _secret_input(label: str) -> forms.CharField:
@@ -120,8 +131,9 @@ def _live_columns(connection: ProviderConnection) -> dict[str, Any]:
 
 
 @admin.register(ProviderConnection)
-class ProviderConnectionAdmin(ServiceAdmin):
-    """Connections: settings are edited; state only changes through the two actions."""
+class ProviderConnectionAdmin(ConnectionVerbsMixin, ServiceAdmin):
+    """Connections: settings are edited; state only changes through the actions (in the list,
+    and as buttons on the change page)."""
 
     form = ProviderConnectionForm
     list_display = (
@@ -132,6 +144,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
         "status",
         "secret_preview",
         "cooldown",
+        "locked_models",
         "backoff",
         "error_type",
         "error_at",
@@ -161,7 +174,7 @@ class ProviderConnectionAdmin(ServiceAdmin):
             },
         ),
         (
-            "State (set by the gateway; changed only by the actions)",
+            "State (set by the gateway; changed only by the actions and the buttons above)",
             {"fields": CONNECTION_STATE_FIELDS},
         ),
     )
@@ -172,13 +185,28 @@ class ProviderConnectionAdmin(ServiceAdmin):
         states = connection_states_live(page)
         for connection in page:
             setattr(connection, LIVE_STATE_ATTRIBUTE, states[connection.pk])
+        attach_locks(page)
         return changelist
 
     @admin.display(description="Status", ordering="test_status")
     def status(self, obj: ProviderConnection) -> str:
-        status = _live(obj).test_status
-        colour = STATUS_COLOURS.get(status, TERMINAL_COLOUR)
-        return format_html('<strong style="color: {}">{}</strong>', colour, status)
+        """ "available" once the cooldown has passed (recovery is lazy: the stored status stays
+        "unavailable" until the next request), else the stored status."""
+        state = _live(obj)
+        if state.is_eligible(timezone.now().timestamp()):
+            return format_html('<strong style="color: {}">{}</strong>', AVAILABLE_COLOUR, AVAILABLE)
+        colour = STATUS_COLOURS.get(state.test_status, TERMINAL_COLOUR)
+        return format_html('<strong style="color: {}">{}</strong>', colour, state.test_status)
+
+    @admin.display(description="Locked models")
+    def locked_models(self, obj: ProviderConnection) -> str:
+        locks = live_locks(obj)
+        now = timezone.now().timestamp()
+        return format_html_join(
+            "",
+            "<div>{} ({})</div>",
+            ((lock.model, human_seconds(math.ceil(lock.until - now))) for lock in locks),
+        ) or "—"  # fmt: skip
 
     @admin.display(description="Secret")
     def secret_preview(self, obj: ProviderConnection) -> str:
@@ -194,8 +222,8 @@ class ProviderConnectionAdmin(ServiceAdmin):
         return human_seconds(cooldown_remaining_seconds(until, timezone.now()))
 
     @admin.display(description="Rate limited until")
-    def cooling_until(self, obj: ProviderConnection) -> datetime | None:
-        return _live_columns(obj)["rate_limited_until"]
+    def cooling_until(self, obj: ProviderConnection) -> str:
+        return moment(_live_columns(obj)["rate_limited_until"])
 
     @admin.display(description="Backoff level", ordering="backoff_level")
     def backoff(self, obj: ProviderConnection) -> int:
@@ -214,8 +242,20 @@ class ProviderConnectionAdmin(ServiceAdmin):
         return _live(obj).last_error
 
     @admin.display(description="Last error at", ordering="last_error_at")
-    def error_at(self, obj: ProviderConnection) -> datetime | None:
-        return _live_columns(obj)["last_error_at"]
+    def error_at(self, obj: ProviderConnection) -> str:
+        return moment(_live_columns(obj)["last_error_at"])
+
+    @admin.display(description="Last retry of an expired credential")
+    def expired_retry_time(self, obj: ProviderConnection) -> str:
+        return moment(obj.expired_retry_at)
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, obj: ProviderConnection) -> str:
+        return moment(obj.created_at)
+
+    @admin.display(description="Updated", ordering="updated_at")
+    def updated(self, obj: ProviderConnection) -> str:
+        return moment(obj.updated_at)
 
     def save_model(
         self, request: HttpRequest, obj: ProviderConnection, form: Any, change: bool

@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from resilience.models import CircuitBreaker
 from resilience.services.breakers import breaker_list
@@ -90,3 +91,16 @@ def test_breakers_cannot_be_added_or_edited(
     assert view.status_code == 200
     assert 'name="_save"' not in view.content.decode()
     assert CircuitBreaker.objects.get(name="openai").state == "open"
+
+
+def test_breaker_times_show_seconds(staff_client: Client) -> None:
+    at = dt.datetime(2026, 1, 31, 14, 5, 9, tzinfo=dt.UTC)
+    CircuitBreaker.objects.create(name="mock", last_failure_time=at)
+    CircuitBreaker.objects.filter(name="mock").update(updated_at=at)  # auto_now on save only
+    shown = f"{timezone.localtime(at):%Y-%m-%d %H:%M:%S}"
+
+    listed = staff_client.get(CHANGELIST).content.decode()
+    change = staff_client.get(reverse("admin:resilience_circuitbreaker_change", args=["mock"]))
+
+    assert shown in listed
+    assert shown in change.content.decode()

@@ -59,7 +59,7 @@ def test_page_lists_the_locks_with_unlock_buttons(
     assert [row.model for row in response.context["rows"]] == ["gpt-4o", "o3-mini"]
     assert f'Main account <span class="quiet">#{main}</span>' in page
     assert 'o3-mini <span class="quiet">(exact)</span>' in page
-    assert ">9 min<" in page and ">105 s<" in page  # remaining
+    assert ">9 min 45 s<" in page and ">1 min 45 s<" in page  # remaining, to the second
     expires = timezone.localtime(start + dt.timedelta(minutes=10))
     assert f">{expires:%Y-%m-%d %H:%M:%S}<" in page
     assert page.count('value="Unlock"') == 2

@@ -80,7 +80,7 @@ def test_changelist_shows_cooldown_and_header(seeded: None, staff_client: Client
     text = page.content.decode()
     assert "x-model-quota-remaining contains &#x27;=0&#x27;" in text
     denied = staff_client.get(_url("providererrorrule", "changelist"), {"provider": "agentrouter"})
-    assert "6 h 0 min" in denied.content.decode()
+    assert ">6 h<" in denied.content.decode()
 
 
 def test_operator_error_rule_added_through_the_admin(staff_client: Client) -> None:

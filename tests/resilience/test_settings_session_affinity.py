@@ -88,5 +88,5 @@ def test_the_admin_page_explains_the_ttl_in_words(staff_client: Client) -> None:
 
     assert response.status_code == 200
     field = response.context["adminform"].form.fields[field_name(PATH)]
-    assert field.help_text == f"{TTL_HELP} (0 – 86,400,000)"
+    assert field.help_text == f"{TTL_HELP} Allowed: from 0 to 86,400,000. API name: {PATH}."
     assert "0 turns session affinity off" in response.content.decode()

@@ -188,4 +188,4 @@ def test_admin_changelist_shows_the_live_state(
 
     assert ">unavailable</strong>" in rows[connection.name]
     assert "10 min" in rows[connection.name] or "9 min" in rows[connection.name]
-    assert ">active</strong>" in rows[clean.name]
+    assert ">available</strong>" in rows[clean.name]
