@@ -34,6 +34,7 @@ from routing.domain.planning import Target
 from routing.domain.quota import QuotaSnapshot, quota_key
 from routing.domain.session_key import INPUT_KEY_PREFIX, session_key
 from routing.domain.vocabulary import Strategy, WireFormat
+from routing.seams import answered_target
 from routing.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ async def prepare(
     providers, threshold = _settings(context)
 
     def finish() -> None:
-        answered = _answered(context)
+        answered = answered_target(context)
         if answered is None:
             return
         task = asyncio.ensure_future(
@@ -96,10 +97,6 @@ async def prepare(
         task.add_done_callback(_background.discard)
 
     context.on_finish.append(finish)
-
-
-def _answered(context: AttemptContext) -> Target | None:
-    return next((t for t, outcome in reversed(context.attempts) if outcome.ok), None)
 
 
 async def _after_success(

@@ -115,16 +115,17 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
     def finished(self) -> None:
         """The request is over: count it and write its access-log line (no I/O of its own)."""
         try:
-            record_request(self._access_record(), self.outcomes())
+            outcomes = self.outcomes()
+            record_request(self._access_record(len(outcomes)), outcomes)
         except Exception:  # telemetry never fails a request
             logger.exception("recording request %s failed", self.request_id)
 
-    def _access_record(self) -> AccessRecord:
+    def _access_record(self, attempts: int) -> AccessRecord:
         return AccessRecord(
             request_id=self.request_id, method=self.scope["method"],
             endpoint=self.endpoint_label(), key=self.key_prefix, model=self.model_label(),
             target=self.target_label(), status=self.status or 499,
-            attempts=len(self.outcomes()), latency_ms=self._elapsed_ms(),
+            attempts=attempts, latency_ms=self._elapsed_ms(),
             bytes=self.sent_bytes,
         )  # fmt: skip
 

@@ -137,6 +137,11 @@ def execution_limit(holds: Sequence[Held]) -> float | None:
     return min(limits) if limits else None
 
 
+def answered_target(context: AttemptContext) -> Target | None:
+    """The target whose answer the request got, if one answered (for finishers)."""
+    return next((t for t, outcome in reversed(context.attempts) if outcome.ok), None)
+
+
 def keep_local(target: Target, outcome: Outcome, context: AttemptContext) -> None:
     """Keep a local gate's outcome, never recorded: it says nothing of the target's health,
     so the target's last verdict no longer decides what the loop does next."""

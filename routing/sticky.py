@@ -13,6 +13,7 @@ from resilience.store import Json, StateStore
 from routing.attempts import AttemptContext
 from routing.domain import ordering
 from routing.domain.planning import Target
+from routing.seams import answered_target
 
 STICKY_TTL_SECONDS = 3600.0
 
@@ -63,7 +64,7 @@ def _live(record: object, steps: set[int], limit: int) -> tuple[int, int] | None
 async def _settle(
     context: AttemptContext, store: StateStore, key: str, step: int, served: int, limit: int
 ) -> None:
-    answered = next((t for t, outcome in reversed(context.attempts) if outcome.ok), None)
+    answered = answered_target(context)
     if answered is None or answered.step != step:
         await store.delete(key)  # the sticky step failed, or was passed over: draw anew
         return

@@ -21,9 +21,9 @@ from routing.domain.planning import Target
 from routing.domain.quota import quota_key, snapshot_from_headers
 from routing.domain.resolution import combo_leaves
 from routing.domain.vocabulary import Strategy
+from routing.upstream import RATE_LIMIT_PREFIXES
 
 SNAPSHOT_TTL_SECONDS = 8 * 24 * 3600.0  # past a weekly window's reset
-_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 
 
 QUOTA_READERS = frozenset({
@@ -60,7 +60,7 @@ class QuotaRecorder:
         headers = outcome.headers
         if not headers or target.provider.slug not in self._providers(context.snapshot):
             return
-        if not any(name.startswith(_PREFIXES) for name in headers):
+        if not any(name.startswith(RATE_LIMIT_PREFIXES) for name in headers):
             return
         snapshot = snapshot_from_headers(headers, self.clock())
         if snapshot is not None:
