@@ -8,7 +8,7 @@ from datetime import datetime
 from leases.models import ACTIVE, ExclusiveConnectionLease
 from leases.records import LeaseView, check_owner_hash, lease_view, resolve_now
 
-__all__ = ["LeaseView", "lease_active", "lease_occupancy", "lease_status"]
+__all__ = ["LeaseView", "lease_active", "lease_list_active", "lease_occupancy", "lease_status"]
 
 
 def lease_active(*, owner_hash: str, now: datetime | None = None) -> LeaseView | None:
@@ -43,3 +43,9 @@ def lease_occupancy(*, now: datetime | None = None) -> dict[int, tuple[str, date
             "connection_id", "lease_owner_hash", "expires_at"
         )
     }
+
+
+def lease_list_active(*, now: datetime | None = None, limit: int = 200) -> list[LeaseView]:
+    """Every ACTIVE, unexpired lease (at most ``limit``), the one ending soonest first."""
+    rows = ExclusiveConnectionLease.objects.filter(ACTIVE, expires_at__gt=resolve_now(now))
+    return [lease_view(row) for row in rows.order_by("expires_at", "pk")[:limit]]

@@ -1,4 +1,5 @@
-"""ASGI entry point: ``/v1/*`` goes to the proxy consumers, everything else to Django."""
+"""ASGI entry point: ``/v1/*`` goes to the proxy consumers, everything else to Django; the one
+WebSocket, ``/ws/dashboard/``, is the operator dashboard's (admin session, same origin)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute.settings")
 django_app = get_asgi_application()
 
 # Imported after Django is set up: the consumers read settings and models.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path, re_path  # noqa: E402
 
+from omniroute.dashboard.consumers import DashboardConsumer  # noqa: E402
 from routing.consumers import (  # noqa: E402
     ModelsConsumer,
     NotFoundConsumer,
@@ -32,6 +36,9 @@ application = ProtocolTypeRouter(
                 re_path(r"^v1/", NotFoundConsumer.as_asgi()),
                 re_path(r"", django_app),  # type: ignore[arg-type]  # an ASGI app
             ]
-        )
+        ),
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter([path("ws/dashboard/", DashboardConsumer.as_asgi())]))
+        ),
     }
 )

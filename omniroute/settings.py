@@ -92,6 +92,7 @@ INSTALLED_APPS = [
     "resilience",
     "routing",
     "leases",
+    "omniroute.dashboard",
 ]
 
 MIDDLEWARE = [

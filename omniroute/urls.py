@@ -7,12 +7,14 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from omniroute.dashboard.views import dashboard
 from omniroute.metrics import metrics
 from omniroute.views import ApiRootView, api_not_found
 from resilience.api.health import ReadinessApi, liveness
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("admin/dashboard/", admin.site.admin_view(dashboard), name="dashboard"),
     path("admin/", admin.site.urls),
     path("healthz", liveness, name="healthz"),
     path("readyz", ReadinessApi.as_view(), name="readyz"),

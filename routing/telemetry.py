@@ -10,12 +10,15 @@ formatter (``OMNIROUTE_LOG_FORMAT=json``) writes as top-level keys.
 The metrics live in ``prometheus_client``'s default registry. When ``PROMETHEUS_MULTIPROC_DIR``
 is set before the process starts, the library keeps them in per-process files there and
 ``/metrics`` adds up every process's files (``omniroute.metrics``).
+
+Whoever else counts requests (the operator dashboard) registers with ``on_request``: a
+listener gets each finished request's status, inline, and must only count it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
@@ -23,7 +26,9 @@ from prometheus_client import Counter, Histogram
 from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target
 
-__all__ = ["ATTEMPTS", "REQUESTS", "REQUEST_SECONDS", "AccessRecord", "record_request"]
+__all__ = [
+    "ATTEMPTS", "REQUESTS", "REQUEST_SECONDS", "AccessRecord", "on_request", "record_request",
+]  # fmt: skip
 
 logger = logging.getLogger("omniroute.access")
 
@@ -63,8 +68,19 @@ class AccessRecord:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
+_listeners: list[Callable[[int], None]] = []
+
+
+def on_request(listener: Callable[[int], None]) -> None:
+    """Call ``listener(status)`` for every finished request from now on (once per listener)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
 def record_request(record: AccessRecord, outcomes: Iterable[Outcome] = ()) -> None:
     """Count the request and its upstream attempts, and write its access-log line."""
+    for listener in _listeners:
+        listener(record.status)
     REQUESTS.labels(record.endpoint, str(record.status)).inc()
     REQUEST_SECONDS.labels(record.endpoint).observe(record.latency_ms / 1000)
     for outcome in outcomes:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+
+from resilience import state as resilience_state
+from resilience.store import MemoryStore
 
 
 def free_port() -> int:
@@ -34,9 +37,22 @@ async def settle_background_writes() -> AsyncIterator[None]:
     next test's database, or lock SQLite while the test database is flushed.
     """
     yield
+    from omniroute.dashboard.events import publisher
     from resilience.persistence import persistence_flush
     from routing.guards import egress
 
     await persistence_flush()
+    await publisher.settle()
     pending = [t for t in egress._background if t.get_loop() is asyncio.get_running_loop()]
     await asyncio.gather(*pending, return_exceptions=True)
+
+
+@pytest.fixture
+def fresh_process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
+    """A fresh in-process store as the process store (never a shared Redis, nothing left by
+    another test), for the operator services, admin pages and API views that use it."""
+    store = MemoryStore()
+    resilience_state.get_store.cache_clear()
+    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
+    yield store
+    resilience_state.get_store.cache_clear()

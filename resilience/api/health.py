@@ -157,7 +157,8 @@ def _with_store_status(payload: dict[str, Any], store: dict[str, Any]) -> dict[s
     return payload
 
 
-async def _full_payload() -> dict[str, Any]:
+async def health_full_payload() -> dict[str, Any]:
+    """The health payload built now (no cache): what an operator sees."""
     store = get_store()
     policies = await _Sources.policies()
     statuses = await breaker_statuses(
@@ -184,7 +185,7 @@ def health_payload() -> dict[str, Any]:
     if cached is not None and cached["store"]["degraded"] == store_degraded:
         return cached
     try:
-        return _cache.keep(async_to_sync(_full_payload)())
+        return _cache.keep(async_to_sync(health_full_payload)())
     except Exception:
         logger.exception("health payload unavailable")
         fallback = DEGRADED | {"timestamp": timestamp(time.time())}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, FailureKind, Permit
+from resilience.events import ResilienceEvent, emit
 from resilience.persistence import persist_breaker, persist_breaker_deleted
 from resilience.store import Json, StateStore
 
@@ -86,6 +87,10 @@ def _log_transition(name: str, change: _Change) -> None:
         level, "breaker %s: %s -> %s (failures=%d)",
         name, before.value, after.value, change.after.failure_count,
     )  # fmt: skip
+    emit(ResilienceEvent(
+        "breaker", name, f"{before.value} -> {after.value}",
+        {"from": before.value, "to": after.value, "failures": change.after.failure_count},
+    ))  # fmt: skip
 
 
 async def breaker_get(*, store: StateStore, name: str) -> Breaker:

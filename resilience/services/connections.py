@@ -21,6 +21,7 @@ from resilience.domain.connection_state import (
     after_failure,
     cooled_by_provider_rule,
 )
+from resilience.events import ResilienceEvent, emit
 from resilience.persistence import persist_connection_state
 from resilience.store import Json, StateStore
 
@@ -81,15 +82,21 @@ async def connection_mark_failed(
 def _log_marked(connection_id: int, marked: Marked) -> None:
     """One line for a connection that became terminal or started (or extended) a cooldown."""
     reason = marked.classification.reason if marked.classification is not None else "-"
+    subject = f"connection {connection_id}"
     if marked.terminal is not None:
         logger.warning(
             "connection %d: terminal state %s (reason=%s)", connection_id, marked.terminal, reason
         )
+        detail = {"connection_id": connection_id, "state": marked.terminal, "reason": reason}
+        emit(ResilienceEvent("terminal", subject, str(marked.terminal), detail))
     elif marked.cooldown_ms > 0:
         logger.info(
             "connection %d: cooling down for %d ms (reason=%s, backoff_level=%d)",
             connection_id, marked.cooldown_ms, reason, marked.state.backoff_level,
         )  # fmt: skip
+        detail = {"connection_id": connection_id, "cooldown_ms": marked.cooldown_ms,
+                  "reason": reason}  # fmt: skip
+        emit(ResilienceEvent("cooldown", subject, f"{marked.cooldown_ms} ms", detail))
 
 
 def _durable(marked: Marked) -> bool:

@@ -25,6 +25,7 @@ from resilience.domain.lockout import (
     record_failure,
     record_transient,
 )
+from resilience.events import ResilienceEvent, emit
 from resilience.store import Json, StateStore
 
 LOCK_PREFIX = "locks:"
@@ -197,6 +198,12 @@ def _log_lock(provider: str, connection_id: int, model: str, scope: LockScope, l
         model, provider, connection_id, lock.until - lock.locked_at, scope.value, lock.reason,
         lock.failure_count,
     )  # fmt: skip
+    seconds = lock.until - lock.locked_at
+    emit(ResilienceEvent(
+        "model_lock", f"{provider}/{model} on connection {connection_id}", f"{seconds:.1f} s",
+        {"provider": provider, "connection_id": connection_id, "model": model,
+         "seconds": round(seconds, 3), "reason": lock.reason},
+    ))  # fmt: skip
 
 
 async def pair_probe_claim(

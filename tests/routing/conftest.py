@@ -169,17 +169,6 @@ def process_store(gateway: Gateway, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 @pytest.fixture
-def fresh_process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore]:
-    """A fresh in-process store as the process store (never a shared Redis, nothing left by
-    another test), for the operator services, admin pages and API views that use it."""
-    store = MemoryStore()
-    resilience_state.get_store.cache_clear()
-    monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
-    yield store
-    resilience_state.get_store.cache_clear()
-
-
-@pytest.fixture
 def acme(db: None) -> Provider:
     """An API-key provider ``acme`` (not seeded) at ``http://acme.test/v1``."""
     return add_provider("acme")

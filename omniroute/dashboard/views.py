@@ -1,0 +1,21 @@
+"""The dashboard page: the admin's look, the first snapshot inline, then the WebSocket."""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.contrib import admin
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from omniroute.dashboard.snapshot import TrafficWindow, dashboard_snapshot
+
+__all__ = ["dashboard"]
+
+
+def dashboard(request: HttpRequest) -> TemplateResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": "Live dashboard",
+        "snapshot": async_to_sync(dashboard_snapshot)(TrafficWindow()),
+    }
+    return TemplateResponse(request, "admin/dashboard.html", context)
