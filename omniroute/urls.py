@@ -9,11 +9,16 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from omniroute.dashboard.views import dashboard
 from omniroute.metrics import metrics
-from omniroute.views import ApiRootView, api_not_found
+from omniroute.views import ApiRootView, api_not_found, no_favicon
 from resilience.api.health import ReadinessApi, liveness
+
+admin.site.site_header = "OmniRoute administration"
+admin.site.site_title = "OmniRoute"
+admin.site.index_title = "Operate the gateway"
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("favicon.ico", no_favicon),
     path("admin/dashboard/", admin.site.admin_view(dashboard), name="dashboard"),
     path("admin/", admin.site.urls),
     path("healthz", liveness, name="healthz"),

@@ -89,3 +89,8 @@ def server_error(request: HttpRequest) -> HttpResponse:
         return defaults.server_error(request)
     return _error(500, "The gateway failed to handle this request.", "server_error",
                   "internal_error")  # fmt: skip
+
+
+def no_favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for one on every admin page: an empty answer, not a logged 404."""
+    return HttpResponse(status=204)

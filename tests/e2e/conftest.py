@@ -36,7 +36,7 @@ MAX_BODY_BYTES = 64 * 1024
 pytestmark = pytest.mark.e2e
 
 
-def _manage(*args: str, env: dict[str, str]) -> str:
+def manage(*args: str, env: dict[str, str]) -> str:
     argv = [sys.executable, str(ROOT / "manage.py"), *args]
     return subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
 
@@ -79,6 +79,7 @@ class Gateway:
 
     url: str
     manage_key: str
+    pid: int = 0  # the gateway process's
     api: httpx.Client = field(init=False)
 
     def __post_init__(self) -> None:
@@ -105,8 +106,8 @@ def fake() -> Iterator[FakeUpstream]:
 def prepare_gateway(data_dir: Path, **overrides: str) -> tuple[dict[str, str], str]:
     """Migrate a gateway database in ``data_dir``; return its environment and an operator key."""
     env = {**_gateway_env(data_dir), **overrides}
-    _manage("migrate", "--noinput", "-v", "0", env=env)
-    manage_key = _manage("createapikey", "--name", "e2e-operator", "--scope", "manage", env=env)
+    manage("migrate", "--noinput", "-v", "0", env=env)
+    manage_key = manage("createapikey", "--name", "e2e-operator", "--scope", "manage", env=env)
     return env, manage_key.strip()
 
 
@@ -119,7 +120,7 @@ def serving(env: dict[str, str], manage_key: str) -> Iterator[Gateway]:
     try:
         url = f"http://127.0.0.1:{port}"
         _wait_until_serving(url, process)
-        yield Gateway(url, manage_key)
+        yield Gateway(url, manage_key, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=15)

@@ -220,3 +220,9 @@ def test_the_traffic_window_forgets_old_reports_and_stale_queues() -> None:
     later = window.summary(now=112)  # a's report is older than the window, b's is not
     assert (later["requests"], later["processes"], later["queues"]) == (70, 1, [])
     assert window.summary(now=200)["error_rate"] == 0.0
+
+
+@pytest.mark.django_db
+def test_the_admin_names_the_product_and_browsers_get_no_favicon_404(admin_client: Client) -> None:
+    assert "OmniRoute administration" in admin_client.get("/admin/").content.decode()
+    assert admin_client.get("/favicon.ico").status_code == 204
