@@ -185,6 +185,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# Times to the second everywhere in the admin (omniroute/formats).
+FORMAT_MODULE_PATH = ["omniroute.formats"]
 TIME_ZONE = env.str("OMNIROUTE_TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
