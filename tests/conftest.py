@@ -1,4 +1,5 @@
-"""Shared test helpers: service availability (required under CI=true) and free ports."""
+"""Shared test helpers: service availability (required under CI=true) and free ports; at the
+end of the run, the removal of the databases and Redis keys it made (``tests/databases.py``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,13 @@ import socket
 from collections.abc import AsyncIterator
 
 import pytest
+
+from tests.databases import (
+    delete_keys,
+    drop_made_databases,
+    run_key_patterns,
+    suite_redis_url,
+)
 
 
 def free_port() -> int:
@@ -40,3 +48,12 @@ async def settle_background_writes() -> AsyncIterator[None]:
     await persistence_flush()
     pending = [t for t in egress._background if t.get_loop() is asyncio.get_running_loop()]
     await asyncio.gather(*pending, return_exceptions=True)
+
+
+@pytest.hookimpl(trylast=True)  # after the session fixtures (gateway processes) are torn down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the gateway databases the run made and delete every key under its Redis prefix."""
+    drop_made_databases()
+    prefix = os.environ.get("OMNIROUTE_REDIS_PREFIX")
+    if prefix and not hasattr(session.config, "workerinput"):  # an xdist worker shares it
+        delete_keys(suite_redis_url(), run_key_patterns(prefix))
