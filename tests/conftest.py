@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from django.conf import settings
+from django.db import connection
+from pytest_django import DjangoDbBlocker
 
 from tests.databases import (
     delete_keys,
     drop_made_databases,
+    drop_test_database,
+    end_other_sessions,
     run_key_patterns,
     suite_redis_url,
 )
@@ -50,10 +55,22 @@ async def settle_background_writes() -> AsyncIterator[None]:
     await asyncio.gather(*pending, return_exceptions=True)
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """pytest-django's test database, whose drop at the end would fail (with a mere warning,
+    leaving the database behind) while a connection another thread opened is still on it: end
+    those first."""
+    yield
+    with django_db_blocker.unblock():
+        end_other_sessions(connection)
+
+
 @pytest.hookimpl(trylast=True)  # after the session fixtures (gateway processes) are torn down
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Drop the gateway databases the run made and delete every key under its Redis prefix."""
+    """Drop the databases the run made and delete every key under its Redis prefix."""
     drop_made_databases()
+    test_database = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    drop_test_database(os.environ.get("DATABASE_URL"), test_database)
     prefix = os.environ.get("OMNIROUTE_REDIS_PREFIX")
     if prefix and not hasattr(session.config, "workerinput"):  # an xdist worker shares it
         delete_keys(suite_redis_url(), run_key_patterns(prefix))

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import redis
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg import sql
 from redis.exceptions import RedisError
 
@@ -97,6 +98,26 @@ def drop_made_databases() -> None:
     """Drop every database ``gateway_database`` made in this process."""
     while _made:
         drop_database(*_made.pop())
+
+
+def end_other_sessions(connection: BaseDatabaseWrapper) -> None:
+    """End every other session on ``connection``'s PostgreSQL database."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+def drop_test_database(url: str | None, name: str | None) -> None:
+    """Drop pytest-django's test database ``name`` on ``url``'s server, if PostgreSQL.
+
+    pytest-django only warns when its own drop fails, as it does while a thread's connection is
+    still open; the database would then outlive the run."""
+    if url and name and is_postgres(url):
+        drop_database(url, name)
 
 
 def suite_redis_url() -> str:
