@@ -9,15 +9,15 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from pytest_django import DjangoDbBlocker
 
 from tests.databases import (
     delete_keys,
     drop_made_databases,
-    drop_test_database,
     end_other_sessions,
+    is_postgres,
+    remember_database,
     run_key_patterns,
     suite_redis_url,
 )
@@ -59,7 +59,12 @@ async def settle_background_writes() -> AsyncIterator[None]:
 def django_db_setup(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
     """pytest-django's test database, whose drop at the end would fail (with a mere warning,
     leaving the database behind) while a connection another thread opened is still on it: end
-    those first."""
+    those first. The end of the run drops it too, if it is still there."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not is_postgres(url):
+        yield
+        return
+    remember_database(url, str(connection.settings_dict["NAME"]))
     yield
     with django_db_blocker.unblock():
         end_other_sessions(connection)
@@ -69,8 +74,6 @@ def django_db_setup(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop the databases the run made and delete every key under its Redis prefix."""
     drop_made_databases()
-    test_database = settings.DATABASES["default"].get("TEST", {}).get("NAME")
-    drop_test_database(os.environ.get("DATABASE_URL"), test_database)
     prefix = os.environ.get("OMNIROUTE_REDIS_PREFIX")
     if prefix and not hasattr(session.config, "workerinput"):  # an xdist worker shares it
         delete_keys(suite_redis_url(), run_key_patterns(prefix))

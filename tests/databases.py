@@ -33,7 +33,7 @@ CONNECT_TIMEOUT_SECONDS = 3
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DELETE_BATCH = 500
 
-# (server URL, name) of every database ``gateway_database`` made; dropped at the run's end.
+# (server URL, name) of every database the run made; dropped at its end.
 _made: list[tuple[str, str]] = []
 
 
@@ -90,34 +90,28 @@ def gateway_database(env: dict[str, str]) -> dict[str, str]:
         return env
     name = unique_database_name("gw")
     made = create_database(url, name)
-    _made.append((url, name))
+    remember_database(url, name)
     return {**env, "DATABASE_URL": made}
 
 
+def remember_database(url: str, name: str) -> None:
+    """Have ``drop_made_databases`` drop ``name`` on ``url``'s server (if still there)."""
+    _made.append((url, name))
+
+
 def drop_made_databases() -> None:
-    """Drop every database ``gateway_database`` made in this process."""
+    """Drop every database made (or remembered) in this process."""
     while _made:
         drop_database(*_made.pop())
 
 
 def end_other_sessions(connection: BaseDatabaseWrapper) -> None:
-    """End every other session on ``connection``'s PostgreSQL database."""
-    if connection.vendor != "postgresql":
-        return
+    """End every other session on ``connection``'s database (PostgreSQL only)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-
-
-def drop_test_database(url: str | None, name: str | None) -> None:
-    """Drop pytest-django's test database ``name`` on ``url``'s server, if PostgreSQL.
-
-    pytest-django only warns when its own drop fails, as it does while a thread's connection is
-    still open; the database would then outlive the run."""
-    if url and name and is_postgres(url):
-        drop_database(url, name)
 
 
 def suite_redis_url() -> str:
