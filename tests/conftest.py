@@ -1,4 +1,5 @@
-"""Shared test helpers: service availability (required under CI=true) and free ports."""
+"""Shared test helpers: service availability (required under CI=true) and free ports; at the
+end of the run, the removal of the databases and Redis keys it made (``tests/databases.py``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,22 @@ import socket
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from django.db import connection
+from pytest_django import DjangoDbBlocker
 
 from resilience import state as resilience_state
 from resilience.store import MemoryStore
+from tests.databases import (
+    delete_keys,
+    drop_made_databases,
+    end_other_sessions,
+    is_postgres,
+    remember_database,
+    run_key_patterns,
+    suite_redis_url,
+)
+
+PRODUCTION_PREFIX = "omniroute:"  # settings.REDIS_PREFIX's default
 
 
 def free_port() -> int:
@@ -56,3 +70,29 @@ def fresh_process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore
     monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
     yield store
     resilience_state.get_store.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: DjangoDbBlocker) -> Iterator[None]:
+    """pytest-django's test database, whose drop at the end would fail (with a mere warning,
+    leaving the database behind) while a connection another thread opened is still on it: end
+    those first. The end of the run drops it too, if it is still there."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not is_postgres(url):
+        yield
+        return
+    remember_database(url, str(connection.settings_dict["NAME"]))
+    yield
+    with django_db_blocker.unblock():
+        end_other_sessions(connection)
+
+
+@pytest.hookimpl(trylast=True)  # after the session fixtures (gateway processes) are torn down
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Drop the databases the run made and delete every key under its Redis prefix."""
+    drop_made_databases()
+    prefix = os.environ.get("OMNIROUTE_REDIS_PREFIX")
+    if prefix == PRODUCTION_PREFIX:  # never sweep a deployment's keys
+        print(f"\nleaving Redis keys under {prefix!r}: that is the gateway's default prefix")
+    elif prefix and not hasattr(session.config, "workerinput"):  # an xdist worker shares it
+        delete_keys(suite_redis_url(), run_key_patterns(prefix))

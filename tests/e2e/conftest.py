@@ -1,8 +1,9 @@
 """End-to-end harness: a real daphne gateway process and the fake upstream on 127.0.0.1.
 
-The gateway runs as ``manage.py serve`` in a subprocess with its own data directory (and the
-CI pass's DATABASE_URL / REDIS_URL when set), configured only through the management API,
-exactly as an operator would. Every test builds its own provider, connections and key, so tests
+The gateway runs as ``manage.py serve`` in a subprocess with its own data directory (under the
+CI pass's DATABASE_URL / REDIS_URL: a fresh database on that server and a Redis key prefix of its
+own, both removed when the run ends), configured only through the management API, exactly as an
+operator would. Every test builds its own provider, connections and key, so tests
 share one gateway without sharing state.
 """
 
@@ -21,12 +22,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import httpx
+import psycopg
 import pytest
 from cryptography.fernet import Fernet
 
-from resilience.domain.settings import resolve_settings, to_document
 from routing.fakeupstream import FakeUpstream
-from tests.conftest import free_port
+from tests.conftest import free_port, require_service
+from tests.databases import gateway_database, redis_prefix
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_SECRET = "sk-upstream-e2e-SECRET-0123456789"
@@ -50,7 +52,7 @@ def _gateway_env(data_dir: Path) -> dict[str, str]:
         OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
         OMNIROUTE_UPSTREAM_READ_TIMEOUT=str(READ_TIMEOUT_SECONDS),
         OMNIROUTE_MAX_BODY_BYTES=str(MAX_BODY_BYTES),
-        OMNIROUTE_REDIS_PREFIX=f"omniroute-e2e-{secrets.token_hex(6)}:",
+        OMNIROUTE_REDIS_PREFIX=redis_prefix("e2e"),
         OMNIROUTE_LOG_LEVEL="WARNING",
         # A loaded 2-core CI machine can queue a healthy Redis call past the 50 ms default and
         # trip the store's fallback for a second; these tests are not about that timeout (the
@@ -104,8 +106,13 @@ def fake() -> Iterator[FakeUpstream]:
 
 
 def prepare_gateway(data_dir: Path, **overrides: str) -> tuple[dict[str, str], str]:
-    """Migrate a gateway database in ``data_dir``; return its environment and an operator key."""
-    env = {**_gateway_env(data_dir), **overrides}
+    """Migrate a gateway database in ``data_dir`` (under a PostgreSQL DATABASE_URL: a new
+    database, which every process started with the returned environment shares); return the
+    environment and an operator key."""
+    try:
+        env = gateway_database({**_gateway_env(data_dir), **overrides})
+    except psycopg.OperationalError as error:
+        require_service("PostgreSQL (DATABASE_URL)", error)
     manage("migrate", "--noinput", "-v", "0", env=env)
     manage_key = manage("createapikey", "--name", "e2e-operator", "--scope", "manage", env=env)
     return env, manage_key.strip()
@@ -130,16 +137,7 @@ def serving(env: dict[str, str], manage_key: str) -> Iterator[Gateway]:
 def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env, manage_key = prepare_gateway(tmp_path_factory.mktemp("gateway"))
     with serving(env, manage_key) as running:
-        _reset_settings(running, env)
         yield running
-
-
-def _reset_settings(gateway: Gateway, env: dict[str, str]) -> None:
-    """Start from the default resilience settings: under DATABASE_URL the database (settings
-    included) outlives a run, and an interrupted test may not have put its changes back."""
-    defaults = to_document(resolve_settings({}, env))
-    response = gateway.api.patch("/api/resilience", json=defaults)
-    assert response.status_code == 200, response.text
 
 
 @dataclass

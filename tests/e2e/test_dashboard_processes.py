@@ -2,27 +2,25 @@
 process A reaches a dashboard connected to process B, as an event from A over the Redis
 channel layer and in B's next snapshot (read from the shared store).
 
-The test makes its own PostgreSQL database and Redis key prefix and removes both afterwards.
+The gateways get a PostgreSQL database and a Redis key prefix of their own, removed afterwards.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 import redis
 from websockets.sync.client import ClientConnection, connect
 
 from routing.fakeupstream import FakeUpstream
 from tests.conftest import require_service
+from tests.databases import delete_keys, redis_prefix, run_key_patterns
 from tests.e2e.conftest import Gateway, prepare_gateway, serving
 from tests.e2e.dashboard_support import admin_session, create_admin, failing_route, open_breaker
 
@@ -35,26 +33,19 @@ RECEIVE_SECONDS = 15
 
 @pytest.fixture
 def shared_services() -> Iterator[dict[str, str]]:
-    """A fresh PostgreSQL database and Redis prefix, dropped and deleted afterwards."""
-    name = f"omniroute_dash_{secrets.token_hex(6)}"
-    admin_url = POSTGRES.replace("postgres://", "postgresql://", 1)
+    """PostgreSQL (``prepare_gateway`` makes the gateways' own database on it) and Redis under
+    a prefix of this test's, whose keys are deleted afterwards."""
+    store = redis.Redis.from_url(REDIS, socket_connect_timeout=3)
     try:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as db:
-            db.execute(f'CREATE DATABASE "{name}"')
-        store = redis.Redis.from_url(REDIS, socket_connect_timeout=3)
         store.ping()
-    except (psycopg.Error, redis.RedisError) as error:
-        require_service("PostgreSQL and Redis", error)
-    prefix = f"omniroute-dash-{secrets.token_hex(6)}:"
+    except redis.RedisError as error:
+        require_service("Redis", error)
+    prefix = redis_prefix("dash")
     try:
-        yield {"DATABASE_URL": urlunsplit(urlsplit(POSTGRES)._replace(path=f"/{name}")),
-               "REDIS_URL": REDIS, "OMNIROUTE_REDIS_PREFIX": prefix}  # fmt: skip
+        yield {"DATABASE_URL": POSTGRES, "REDIS_URL": REDIS, "OMNIROUTE_REDIS_PREFIX": prefix}
     finally:
-        for key in store.scan_iter(match=f"{prefix}*", count=500):
-            store.delete(key)
+        delete_keys(REDIS, run_key_patterns(prefix))
         store.close()
-        with psycopg.connect(admin_url, autocommit=True) as db:
-            db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def _socket(gateway: Gateway, session: str) -> ClientConnection:

@@ -102,8 +102,6 @@ def test_a_redis_outage_never_fails_a_request(
             time.sleep(0.2)
 
     # then: the gateway writes to the shared Redis again (its recovery restore left a marker).
-    # The overall status may still say degraded for an open breaker: under DATABASE_URL every
-    # e2e gateway shares one database, and the restore loads the breakers other tests opened.
     recovered = _health(gateway)
     assert recovered["store"]["degraded"] is False and "reason" not in recovered
     shared = redis.Redis.from_url(redis_server.url)

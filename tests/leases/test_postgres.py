@@ -15,14 +15,12 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-from uuid import uuid4
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from tests.conftest import require_service
+from tests.databases import create_database, drop_database, is_postgres, unique_database_name
 
 pytestmark = pytest.mark.postgres
 
@@ -33,37 +31,26 @@ TIMEOUT_SECONDS = 180
 
 
 def _server_url() -> str:
-    """A URL of the PostgreSQL server, on its ``postgres`` maintenance database."""
+    """A URL of the PostgreSQL server."""
     url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
+    if not is_postgres(url):
         url = os.environ.get("CI_DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/postgres"
-    return _on_database(url, "postgres")
-
-
-def _on_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(("postgresql", parts.netloc, f"/{name}", parts.query, ""))
+    return url
 
 
 @pytest.fixture
 def race_database() -> Iterator[str]:
     """The URL of a new database holding only the lease table; dropped afterwards."""
-    server = _server_url()
-    name = f"omniroute_lease_race_{uuid4().hex[:12]}"
+    server, name = _server_url(), unique_database_name("lease_race")
     try:
-        admin = psycopg.connect(server, autocommit=True, connect_timeout=3)
+        url = create_database(server, name)
     except psycopg.OperationalError as error:
         require_service(f"PostgreSQL at {server}", error)
-    with admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            url = _on_database(server, name)
-            _manage(url, "migrate", "leases", "--noinput")
-            yield url
-        finally:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    try:
+        _manage(url, "migrate", "leases", "--noinput")
+        yield url
+    finally:
+        drop_database(server, name)
 
 
 def _environment(url: str) -> dict[str, str]:

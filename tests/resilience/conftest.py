@@ -79,7 +79,6 @@ def staff_client(django_user_model: Any) -> Client:
 
 import os  # noqa: E402
 from collections.abc import AsyncIterator, Callable, Iterator  # noqa: E402
-from uuid import uuid4  # noqa: E402
 
 import redis.asyncio  # noqa: E402
 from asgiref.sync import async_to_sync  # noqa: E402
@@ -94,6 +93,7 @@ from resilience.state import get_store  # noqa: E402
 from resilience.store import MemoryStore, RedisStore, StateStore  # noqa: E402
 from routing.snapshot import current_snapshot, snapshot_clear  # noqa: E402
 from tests.conftest import require_service  # noqa: E402
+from tests.databases import redis_prefix  # noqa: E402
 
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
 
@@ -136,7 +136,7 @@ async def state_store(
         yield MemoryStore(clock=fake_clock)
         return
     await _require_redis()
-    store = RedisStore(REDIS_URL, prefix=f"omniroute-test:{uuid4().hex}:", clock=fake_clock)
+    store = RedisStore(REDIS_URL, prefix=redis_prefix(), clock=fake_clock)
     try:
         yield store
     finally:
@@ -173,7 +173,7 @@ def process_store(settings: Settings) -> Iterator[StateStore]:
     """The process-wide store (``get_store()``), fresh, emptied afterwards; the health cache
     and the config snapshot start empty. Under ``REDIS_URL`` it gets a prefix of its own, so
     emptying it never touches another run's keys."""
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     health._cache.drop()
     snapshot_clear()

@@ -9,7 +9,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
-from uuid import uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -25,6 +24,7 @@ from resilience.store.resilient import ResilientStore
 from routing.apps import health_policies
 from routing.snapshot import snapshot_clear
 from tests.conftest import free_port
+from tests.databases import redis_prefix
 from tests.resilience.conftest import FakeClock
 from tests.resilience.lockout_support import lock
 from tests.resilience.store.switched import SwitchedStore
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def unreachable_store(settings: Settings) -> Iterator[ResilientStore]:
     """The process store pointed at a port where no Redis listens."""
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     health._cache.drop()
     snapshot_clear()

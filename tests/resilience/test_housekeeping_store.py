@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from typing import cast
-from uuid import uuid4
 
 import pytest
 
@@ -17,6 +16,7 @@ from resilience.services.breakers import breaker_list
 from resilience.services.housekeeping import RESTORE_MARKER_KEY, resilience_ready
 from resilience.store import MemoryStore, RedisStore, StateStore
 from resilience.store.resilient import ResilientStore
+from tests.databases import redis_prefix
 from tests.redis_server import running_redis
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail, stored
 from tests.resilience.conftest import FakeClock
@@ -100,7 +100,7 @@ async def test_the_store_is_checked_every_interval(monkeypatch: pytest.MonkeyPat
 @pytest.mark.django_db(transaction=True)
 async def test_an_open_breaker_is_back_in_a_restarted_redis() -> None:
     with running_redis() as server:
-        prefix, monotonic = f"omniroute-test:{uuid4().hex}:", FakeClock(start=0.0)
+        prefix, monotonic = redis_prefix(), FakeClock(start=0.0)
         store = ResilientStore(
             RedisStore(server.url, prefix=prefix),
             timeout=1.0,

@@ -5,7 +5,6 @@ probes while Redis is down: degraded health, yet alive and ready (spec decision 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from uuid import uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -21,6 +20,7 @@ from resilience.state import get_store
 from resilience.store import StateStore
 from routing.snapshot import snapshot_clear
 from tests.conftest import free_port
+from tests.databases import redis_prefix
 from tests.resilience.conftest import FailProvider
 from tests.resilience.lockout_support import lock
 
@@ -65,7 +65,7 @@ def test_the_gauges_follow_the_store(
 def redis_down(settings: Settings) -> Iterator[None]:
     """The process store pointed at a port where no Redis listens."""
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     health._cache.drop()
     snapshot_clear()

@@ -9,7 +9,6 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
-from uuid import uuid4
 
 import pytest
 import redis.asyncio
@@ -29,6 +28,7 @@ from routing.domain.planning import RoutePlan, Target
 from routing.domain.quota import quota_key
 from routing.guards.combo_metrics import lkgp_key, metrics_key
 from tests.conftest import require_service
+from tests.databases import redis_prefix
 from tests.routing.auto_support import BETA, Fixed, Scripted, ids, target
 from tests.routing.harness import FakeClock
 
@@ -62,7 +62,7 @@ async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterat
         require_service(f"Redis at {REDIS_URL}", error)
     finally:
         await client.aclose()
-    shared = RedisStore(REDIS_URL, prefix=f"omniroute-test:{uuid4().hex}:", clock=clock)
+    shared = RedisStore(REDIS_URL, prefix=redis_prefix(), clock=clock)
     try:
         yield shared
     finally:

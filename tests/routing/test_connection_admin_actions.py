@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -27,6 +26,7 @@ from routing.domain.vocabulary import TestStatus as Status
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_clear_error, connection_reset_terminal, connection_save
 from routing.snapshot import snapshot_clear
+from tests.databases import redis_prefix
 from tests.routing.conftest import seeded_provider
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,7 @@ CHANGELIST = reverse("admin:routing_providerconnection_changelist")
 @pytest.fixture
 def live_store(settings: Settings) -> Iterator[StateStore]:
     """The process-wide store (``get_store()``), fresh and on a prefix of its own."""
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     snapshot_clear()
     store = get_store()

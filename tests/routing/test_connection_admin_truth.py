@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from typing import Any
-from uuid import uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -25,6 +24,7 @@ from resilience.state import get_store
 from resilience.store import StateStore
 from routing.models import ProviderConnection
 from routing.snapshot import snapshot_clear
+from tests.databases import redis_prefix
 from tests.resilience.lockout_support import lock
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,7 @@ CHANGELIST = reverse("admin:routing_providerconnection_changelist")
 @pytest.fixture
 def live_store(settings: Settings) -> Iterator[StateStore]:
     """The process-wide store (``get_store()``), fresh and on a prefix of its own."""
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     snapshot_clear()
     store = get_store()

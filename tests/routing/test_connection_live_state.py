@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from uuid import uuid4
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -26,6 +25,7 @@ from routing.selectors import (
     connection_states_live,
 )
 from routing.services import connection_save
+from tests.databases import redis_prefix
 
 pytestmark = pytest.mark.django_db
 
@@ -43,7 +43,7 @@ BANNED_LIVE = ConnectionState(
 @pytest.fixture
 def live_store(settings: Settings) -> Iterator[StateStore]:
     """The process-wide store (``get_store()``), fresh and on a prefix of its own."""
-    settings.REDIS_PREFIX = f"omniroute-test:{uuid4().hex}:"
+    settings.REDIS_PREFIX = redis_prefix()
     get_store.cache_clear()
     store = get_store()
     yield store

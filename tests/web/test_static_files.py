@@ -41,7 +41,9 @@ asyncio.run(main())
 
 
 def _deployment_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMNIROUTE_")}
+    # Nor the run's databases: serving static files needs none, so nothing can land there.
+    kept = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env = {k: v for k, v in kept.items() if not k.startswith("OMNIROUTE_")}
     env.update(
         DJANGO_SETTINGS_MODULE="omniroute.settings",
         OMNIROUTE_DEBUG="0",

@@ -7,13 +7,13 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 import redis.asyncio
 from redis.exceptions import RedisError
 
 from resilience.store import RedisStore
+from tests.databases import redis_prefix
 from tests.resilience.conftest import FakeClock
 
 REDIS_URL = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
@@ -40,7 +40,7 @@ async def require_redis() -> None:
 async def redis_store_on_prefix(clock: FakeClock | None) -> AsyncIterator[RedisStore]:
     """A ``RedisStore`` on a unique prefix, emptied and closed afterwards."""
     await require_redis()
-    prefix = f"omniroute-test:{uuid4().hex}:"
+    prefix = redis_prefix()
     store = RedisStore(REDIS_URL, prefix=prefix, clock=clock or time.time)
     try:
         yield store

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from uuid import uuid4
 
 import pytest
 import redis
@@ -26,6 +25,7 @@ from resilience.store import (
     StoreConflictError,
     build_store,
 )
+from tests.databases import redis_prefix
 from tests.resilience import store_worker
 from tests.resilience.conftest import FakeClock
 from tests.resilience.store.support import (
@@ -173,7 +173,7 @@ async def test_keys_are_prefixed_and_have_a_physical_backstop(redis_store: Redis
 @pytest.mark.redis
 def test_redis_store_follows_the_running_loop() -> None:
     """A store object survives its event loop: each new loop gets its own client."""
-    store = RedisStore(REDIS_URL, prefix=f"omniroute-test:{uuid4().hex}:")
+    store = RedisStore(REDIS_URL, prefix=redis_prefix())
 
     async def step(expected: int) -> None:
         await require_redis()

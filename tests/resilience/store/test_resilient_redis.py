@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from uuid import uuid4
 
 import pytest
 
 from resilience.store import Json, RedisStore
 from resilience.store.resilient import ResilientStore
+from tests.databases import redis_prefix
 from tests.redis_server import RedisServer, running_redis
 from tests.resilience.conftest import FakeClock
 
@@ -34,7 +34,7 @@ def server() -> Iterator[RedisServer]:
 
 @pytest.fixture
 async def prefix() -> str:
-    return f"omniroute-test:{uuid4().hex}:"
+    return redis_prefix()
 
 
 @pytest.fixture
