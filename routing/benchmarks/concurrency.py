@@ -3,9 +3,11 @@
 ``mock/demo-model`` through the gateway at each level of ``Bounds.sweep`` (1, 16, 64, 128,
 256 closed-loop clients), non-streaming then streaming, each run bounded by the duration and
 the request cap. The load generator opens one connection per client (its pool's limit is the
-concurrency); "upstream conns" is how many client connections the fake upstream saw during
-the run, that is how many the gateway's pool opened to it. Before the sweep, one direct run at
-the top level checks that the fake itself holds that many clients.
+concurrency); "upstream conns" is how many distinct client connections the fake upstream saw
+during the run: the gateway's pool connections that carried it (the pool takes its idle
+connections in turn, so a run after a larger one can touch more than its concurrency). Before
+the sweep, one direct run at the top level checks that the fake itself holds that many
+clients.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -97,4 +98,4 @@ class Command(BaseCommand):
         )
         path = Path(settings.BASE_DIR) / "BENCHMARKS.md"
         with path.open("a") as handle:
-            handle.write(section(f"{now:%Y-%m-%d}", title, intro, body))
+            handle.write(section(f"{now:%Y-%m-%d}", title, textwrap.fill(intro, 96), body))
