@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench availability install browser clean
+.PHONY: run test lint bench bench-more availability install browser clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -49,9 +49,13 @@ test: lint browser
 
 # The load tools run on this machine like the demo (debug on); the gateways they start set
 # their own keys.
-bench availability: export OMNIROUTE_DEBUG ?= 1
+bench bench-more availability: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
+
+# Only the scale, prompt and concurrency phases, appended to BENCHMARKS.md.
+bench-more: $(VENV)/.installed
+	$(PY) manage.py bench --only scale,prompt,concurrency --record
 
 # Random 503s on 5 % of upstream calls: how many requests still succeed (BENCHMARKS.md).
 availability: $(VENV)/.installed

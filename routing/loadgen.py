@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import orjson
 from cryptography.fernet import Fernet
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -46,6 +47,7 @@ class RunResult:
     cpu_ms_per_request: float | None = None
     upstream_calls: int | None = None  # chat answers the fake upstream gave during the run
     upstream_failed: int | None = None  # of which not a plain success
+    upstream_peers: int | None = None  # client connections the fake upstream saw
 
     @property
     def rps(self) -> float:
@@ -77,10 +79,10 @@ def process_peak_rss_mib(pid: int) -> float:
 
 
 async def _one(
-    session: aiohttp.ClientSession, url: str, body: dict[str, object], headers: dict[str, str]
+    session: aiohttp.ClientSession, url: str, data: bytes, headers: dict[str, str]
 ) -> tuple[float, float, bool]:
     started = time.perf_counter()
-    async with session.post(url, json=body, headers=headers) as response:
+    async with session.post(url, data=data, headers=headers) as response:
         first = await response.content.readany()
         ttfb = time.perf_counter() - started
         async for _ in response.content.iter_any():
@@ -93,7 +95,13 @@ async def run_load(
     url: str, body: dict[str, object], headers: dict[str, str], *,
     concurrency: int, duration: float, max_requests: int,
 ) -> tuple[list[float], list[float], int, float]:  # fmt: skip
-    """Closed-loop load: ``concurrency`` workers until ``duration`` or ``max_requests``."""
+    """Closed-loop load: ``concurrency`` workers until ``duration`` or ``max_requests``.
+
+    The body is serialised once (a 1 MB prompt would otherwise cost the load generator a JSON
+    encoding per request); the pool holds one connection per worker.
+    """
+    data = orjson.dumps(body)
+    headers = {"content-type": "application/json", **headers}
     latencies: list[float] = []
     ttfbs: list[float] = []
     errors = 0
@@ -105,7 +113,7 @@ async def run_load(
             nonlocal errors
             while time.perf_counter() < deadline and len(latencies) + errors < max_requests:
                 try:
-                    latency, ttfb, ok = await _one(session, url, body, headers)
+                    latency, ttfb, ok = await _one(session, url, data, headers)
                 except aiohttp.ClientError:
                     errors += 1
                     continue
@@ -140,6 +148,7 @@ def summarise(
         statistics.median(ttfbs) * 1000 if ttfbs else 0.0,
         cpu * 1000 / count if cpu is not None and count else None,
         upstream["chat"] if upstream else None, upstream["failed"] if upstream else None,
+        upstream.get("connections") if upstream else None,
     )  # fmt: skip
 
 
@@ -216,6 +225,16 @@ def seed_gateway(env: dict[str, str], upstream_url: str) -> str:
     if match is None:
         raise RuntimeError("seeddemo printed no key")
     return match.group(0)
+
+
+def operator_key(env: dict[str, str]) -> str:
+    """A client key with the ``manage`` scope, for the bench's management API calls (the demo
+    key cannot manage)."""
+    output = subprocess.run(
+        manage("createapikey", "--name", "bench-operator", "--scope", "manage"),
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    return output.strip().splitlines()[-1]
 
 
 def temporary_data_dir() -> tempfile.TemporaryDirectory[str]:

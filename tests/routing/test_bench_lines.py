@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from routing.benchmarks.report import combo_line
 from routing.loadgen import RunResult
-from routing.management.commands.bench import _combo_line
 
 
 def run(label: str, p50: float, ttfb: float, cpu: float | None, **upstream: int) -> RunResult:
@@ -15,7 +15,7 @@ def test_the_combo_line_compares_with_direct_then_with_the_single_model_row() ->
     gateway = run("gateway", 11.00, 10.90, 0.80)
     combo = run("gateway-combo", 12.25, 12.00, 1.05, upstream_calls=1010, upstream_failed=10)
 
-    line = _combo_line(direct, gateway, combo)
+    line = combo_line(direct, gateway, combo)
 
     assert line == (
         "combo non-stream c=16: added p50 10.75 ms, added TTFB 10.60 ms, gateway CPU 1.05"
