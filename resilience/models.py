@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from resilience.domain.breaker import BreakerState
-from resilience.lockout_models import ModelCooldown  # noqa: F401
+from resilience.lockout_models import ModelCooldown, ModelLockRecord  # noqa: F401
 from resilience.rules_models import ProviderErrorRule, StatusRestatementRule  # noqa: F401
 
 

@@ -164,3 +164,52 @@ def persisted_breakers() -> dict[str, dict[str, Any]]:
     from resilience.models import CircuitBreaker
 
     return {row.name: dict(row.options or {}) for row in CircuitBreaker.objects.all()}
+
+
+def _save_lock_row(provider: str, connection_id: int, record: dict[str, Any], until: float) -> None:
+    from resilience.models import ModelLockRecord
+
+    ModelLockRecord.objects.update_or_create(
+        provider=provider,
+        connection_id=connection_id,
+        defaults={"record": record, "expires_at": dt.datetime.fromtimestamp(until, dt.UTC)},
+    )
+
+
+def _delete_lock_row(provider: str, connection_id: int) -> None:
+    from resilience.models import ModelLockRecord
+
+    ModelLockRecord.objects.filter(provider=provider, connection_id=connection_id).delete()
+
+
+def _delete_lock_rows() -> None:
+    from resilience.models import ModelLockRecord
+
+    ModelLockRecord.objects.all().delete()
+
+
+def persist_lock_record(
+    provider: str, connection_id: int, record: dict[str, Any] | None, until: float
+) -> asyncio.Task[None]:
+    """Queue the write of a connection's lock record (``None``: its deletion), live until
+    ``until``. Await the task for a lock that must be durable before the answer (decision 18:
+    an upstream-hinted one)."""
+    if record is None:
+        return _schedule(_delete_lock_row, provider, connection_id)
+    return _schedule(_save_lock_row, provider, connection_id, record, until)
+
+
+def persist_lock_records_cleared() -> asyncio.Task[None]:
+    """Queue the deletion of every lock record's row."""
+    return _schedule(_delete_lock_rows)
+
+
+def persisted_lock_records(now: float) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every lock record with something live at ``now``, by (provider, connection); the rest
+    of the rows are deleted (sync; for the restore)."""
+    from resilience.models import ModelLockRecord
+
+    moment = dt.datetime.fromtimestamp(now, dt.UTC)
+    ModelLockRecord.objects.filter(expires_at__lte=moment).delete()
+    rows = ModelLockRecord.objects.all()
+    return {(row.provider, row.connection_id): dict(row.record or {}) for row in rows}

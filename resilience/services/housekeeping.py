@@ -6,9 +6,9 @@ background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-c
 (routing's, handed in through ``register_expired_recheck``) every
 ``EXPIRED_RECHECK_INTERVAL_SECONDS``.
 
-The breakers persisted in the database, and the durable state the upper layers register
-(``register_durable_state``: routing's session-affinity pins), are restored into the store
-again whenever the store may have lost them: when Redis answers again after an outage (the
+The breakers and model locks persisted in the database, and the durable state the upper
+layers register (``register_durable_state``: routing's session-affinity pins), are restored into
+the store again whenever the store may have lost them: when Redis answers again after an outage (the
 store's recovery callback), and when Redis lost its data without an outage (restarted empty,
 flushed).  The latter shows as a missing restore marker, a key written after every restore and
 checked every ``MARKER_CHECK_INTERVAL_SECONDS``.
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from resilience.db import db_sync_to_async
-from resilience.persistence import persisted_breakers
+from resilience.persistence import persisted_breakers, persisted_lock_records
 from resilience.services.breakers import breaker_restore, breaker_sweep
+from resilience.services.lockouts import lockout_restore
 from resilience.store import StateStore
 from resilience.store.resilient import ResilientStore
 
@@ -100,11 +101,14 @@ def register_expired_recheck(run_pass: Callable[[], object]) -> None:
 async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
     rows = await db_sync_to_async(persisted_breakers)()
     restored = await breaker_restore(store=store, rows=rows, overwrite=overwrite)
+    # Locks before the first request too: a locked model must not serve in between.
+    locks = await db_sync_to_async(persisted_lock_records)(store.clock())
+    locked = await lockout_restore(store=store, rows=locks, overwrite=overwrite)
     for name, durable in list(_durables.items()):  # soft state: never on a request's path
         _in_background(_restore_durable(name, durable, store, overwrite))
     await store.set(RESTORE_MARKER_KEY, True)
-    if restored:
-        logger.info("restored %d breaker(s) from the database", restored)
+    if restored or locked:
+        logger.info("restored %d breaker(s), %d model lock(s) from the database", restored, locked)
     return restored
 
 

@@ -4,6 +4,11 @@ The record holds the connection's active locks and the failure states that escal
 routing checks a connection's models with one read, and every change is one atomic update.
 Expired entries are pruned on every write and the record's TTL follows its last lock, so
 nothing accumulates; an active lock is never evicted early.
+
+Each change that places or lifts a lock also writes the record to its database row
+(``model_lock_records``), in the background like the other write-through, and before the answer
+for an upstream-hinted lock (spec decision 18); the restore at start-up and after a store lost
+its data loads the rows back (``lockout_restore``), so a restart keeps the models locked.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from resilience.domain.lockout import (
     record_transient,
 )
 from resilience.events import ResilienceEvent, emit
+from resilience.persistence import persist_lock_record, persist_lock_records_cleared
 from resilience.store import Json, StateStore
 
 LOCK_PREFIX = "locks:"
@@ -76,6 +82,9 @@ class LockRecord:
             "fails": {k: state.to_dict() for k, state in self.failures.items()},
         }
 
+    def lock_ends(self) -> dict[str, float]:
+        return {slot: lock.until for slot, lock in self.locks.items()}
+
     def concerns(self, model: str) -> bool:
         """Whether the record holds a lock or a failure state of ``model``."""
         return any(s in self.failures or s in self.locks for s in model_slots(model))
@@ -113,18 +122,31 @@ async def lockout_record(*, store: StateStore, provider: str, connection_id: int
     return LockRecord.decode(raw).pruned(store.clock())
 
 
-async def _change(store: StateStore, provider: str, connection_id: int, step: Any) -> LockRecord:
+async def _change(
+    store: StateStore, provider: str, connection_id: int, step: Any, *, durable: bool = False
+) -> LockRecord:
+    """Apply ``step`` to the connection's record atomically. When its locks changed, write the
+    record to the database: awaited with ``durable``, else in the background. A change of the
+    failure counts alone is not written (they are short-lived: decision 14)."""
     now = store.clock()
-    result = LockRecord()
+    result, before = LockRecord(), {}
 
     def updater(raw: Json | None) -> Json | None:
-        nonlocal result
-        result = step(LockRecord.decode(raw).pruned(now))
+        nonlocal result, before
+        current = LockRecord.decode(raw).pruned(now)
+        before = current.lock_ends()
+        result = step(current)
         return result.encode()
 
     # Entries are pruned on every write; the TTL only bounds a record nobody touches again
     # (at most one per connection), so a fixed, generous one is enough.
     await store.update(lockout_key(provider, connection_id), updater, ttl=RECORD_TTL_SECONDS)
+    ends = result.lock_ends()
+    if ends != before:  # the row lives as long as the record's last lock; none: no row
+        kept = result.encode() if ends else None
+        written = persist_lock_record(provider, connection_id, kept, max(ends.values(), default=0))
+        if durable:
+            await written
     return result
 
 
@@ -150,7 +172,8 @@ async def lockout_record_failure(
         record.failures[slot], record.locks[slot] = state, lock
         return record
 
-    lock = (await _change(store, provider, connection_id, step)).locks[slot]
+    hinted = request.exact_is_upstream_reset  # decision 18: durable before the answer
+    lock = (await _change(store, provider, connection_id, step, durable=hinted)).locks[slot]
     if lock.locked_at == now:  # else a longer lock already in place was kept
         _log_lock(provider, connection_id, model, scope, lock)
     return lock
@@ -271,7 +294,32 @@ async def _keys(store: StateStore, provider: str, connection_id: int | None) -> 
 
 async def lockout_clear_all(*, store: StateStore) -> int:
     """Remove every lock of every connection. Returns how many records were dropped."""
-    return await store.clear_prefix(LOCK_PREFIX)
+    dropped = await store.clear_prefix(LOCK_PREFIX)
+    persist_lock_records_cleared()
+    return dropped
+
+
+async def lockout_restore(
+    *, store: StateStore, rows: dict[tuple[str, int], dict[str, Any]], overwrite: bool = False
+) -> int:
+    """Load persisted lock records into the store: where it has none (a cold start), or over
+    what it has (``overwrite``: the database wins after an outage). Returns how many locks
+    were loaded."""
+    now, restored = store.clock(), 0
+    for (provider, connection_id), data in rows.items():
+        record = LockRecord.decode(data).pruned(now)
+        if not record.locks:
+            continue
+        loaded = False
+
+        def updater(raw: Json | None, record: LockRecord = record) -> Json | None:
+            nonlocal loaded
+            loaded = overwrite or raw is None
+            return record.encode() if loaded else raw
+
+        await store.update(lockout_key(provider, connection_id), updater, ttl=RECORD_TTL_SECONDS)
+        restored += len(record.locks) if loaded else 0
+    return restored
 
 
 @dataclass(frozen=True, slots=True)

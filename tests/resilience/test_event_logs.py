@@ -103,8 +103,9 @@ def _written(*args: object) -> asyncio.Future[None]:
 
 
 async def test_a_model_lock_logs_one_line(
-    fake_clock: FakeClock, events: pytest.LogCaptureFixture
+    fake_clock: FakeClock, monkeypatch: pytest.MonkeyPatch, events: pytest.LogCaptureFixture
 ) -> None:
+    monkeypatch.setattr("resilience.services.lockouts.persist_lock_record", _written)
     store = MemoryStore(clock=fake_clock)
 
     await lockout_record_failure(

@@ -21,6 +21,8 @@ from resilience.services.lockouts import (
 from resilience.store import StateStore
 from tests.resilience.conftest import FakeClock
 
+pytestmark = pytest.mark.django_db(transaction=True)  # the locks' durable copy is written too
+
 DEFAULTS = LockoutSettings()
 RATE_LIMIT = LockRequest("rate_limit", window_seconds=30.0)
 
