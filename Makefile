@@ -61,5 +61,13 @@ bench-more: $(VENV)/.installed
 availability: $(VENV)/.installed
 	$(PY) manage.py availability --requests 3000 --concurrency 16 --write
 
+# kill -9 the gateway under load, start it again on the same data: breakers, cooldowns, terminal
+# states, model locks and leases as they were; SQLite + memory store, then PostgreSQL + Redis
+# (skipped when unreachable, required when CI=true).
+.PHONY: restart-test
+restart-test: export OMNIROUTE_DEBUG ?= 1
+restart-test: $(VENV)/.installed
+	$(PY) manage.py restarttest
+
 clean:
 	rm -rf $(VENV) data .mypy_cache .ruff_cache
