@@ -225,6 +225,8 @@ def run_mode(mode: str, services: Services | None, workdir: Path) -> Outcome:
         first.kill(then=load.halt)  # what was in flight is cut; nothing new goes to a dead port
         killed_at = time.monotonic()
         _expect(outcome.problems, "breaker opening call", last, 503)
+        if "provider_circuit_open" in last.text:  # refused by a breaker already open
+            outcome.problems.append(f"the last call did not reach the upstream: {last.text}")
         outcome.load_ok, outcome.load_failed = load.stop()
         outcome.load_reasons = dict(load.reasons)
         if outcome.load_ok == 0 or not 1 <= outcome.load_failed <= load.workers:

@@ -108,6 +108,8 @@ def _sanity(before: Snapshot, sc: Scenario, problems: list[str]) -> None:
     """The state the run meant to create exists before the kill (else the check is void)."""
     if before.breaker_state(sc.breakers[0]) != "open":
         problems.append(f"breaker {sc.breakers[0]} not open before the kill: {before.breakers}")
+    if before.breaker_state(sc.breakers[1]) == "open":  # it must open on the last call only
+        problems.append(f"breaker {sc.breakers[1]} open too early: {before.breakers}")
     cooled = before.connections.get(sc.cooled, {})
     if cooled.get("test_status") != "unavailable" or not cooled.get("rate_limited_until"):
         problems.append(f"connection {sc.cooled} not cooling before the kill: {cooled}")
