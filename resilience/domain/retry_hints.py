@@ -139,8 +139,9 @@ def parse_delay_ms(value: object) -> int | None:
         return None
     if isinstance(value, int):
         return value * 1000
-    if isinstance(value, float):
-        return round(value * 1000) if math.isfinite(value) else None
+    if isinstance(value, float):  # 1e306 s is finite, but not in milliseconds
+        ms = value * 1000
+        return round(ms) if math.isfinite(ms) else None
     found = _DELAY.fullmatch(str(value).strip())
     if found is None:
         return None

@@ -201,6 +201,7 @@ def test_text_reads_the_json_body_first() -> None:
         (None, None),
         (True, None),
         (float("inf"), None),
+        (1e306, None),  # finite in seconds, infinite in milliseconds (found by fuzzing)
     ],
 )
 def test_parse_delay_ms(value: object, expected: int | None) -> None:
@@ -219,6 +220,16 @@ def test_parse_delay_ms(value: object, expected: int | None) -> None:
 )
 def test_declared_retry_delay_seconds(text: str, expected: float | None) -> None:
     assert declared_retry_delay_seconds(text) == expected
+
+
+def test_an_absurd_numeric_retry_delay_is_no_hint_and_no_exception() -> None:
+    # 1e306 seconds overflowed to an infinite millisecond count, then int() raised
+    body = json.dumps(
+        {"error": {"details": [{"@type": "google.rpc.RetryInfo", "retryDelay": 1e306}]}}
+    )
+
+    assert hint(text=body) is None
+    assert declared_retry_delay_seconds(body) is None
 
 
 @pytest.mark.parametrize(
