@@ -232,6 +232,17 @@ def test_an_absurd_numeric_retry_delay_is_no_hint_and_no_exception() -> None:
     assert declared_retry_delay_seconds(body) is None
 
 
+def test_integers_of_hundreds_of_digits_are_clamped_not_overflowed() -> None:
+    # float(-10**400) and 10**400 * 1000 / 1000 raised OverflowError from the JSON body paths
+    retry_info = {"@type": "google.rpc.RetryInfo", "retryDelay": 10**400}
+    huge_delay = json.dumps({"error": {"details": [retry_info]}})
+    past_reset = json.dumps({"error": {"resets_at": -(10**400)}})
+
+    assert hint(text=huge_delay) == RetryHint(DAY_MS, GOOGLE)
+    assert declared_retry_delay_seconds(huge_delay) == MAX_HINT_MS / 1000 + 1
+    assert hint(text=past_reset) is None
+
+
 @pytest.mark.parametrize(
     ("now", "tz", "expected_ms"),
     [
