@@ -18,11 +18,11 @@ from hypothesis import HealthCheck, settings
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # The API fuzzer runs one Hypothesis test per operation: its examples per operation.
-API_EXAMPLES = {"ci": 10, "long": 150}
+API_EXAMPLES = {"ci": 6, "long": 150}
 
 settings.register_profile(
     "ci",
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     derandomize=True,
     database=None,
