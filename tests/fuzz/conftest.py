@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # The API fuzzer runs one Hypothesis test per operation: its examples per operation.
-API_EXAMPLES = {"ci": 6, "long": 150}
+API_EXAMPLES = {"ci": 6, "long": 40}
 
 settings.register_profile(
     "ci",
@@ -31,7 +31,7 @@ settings.register_profile(
 )
 settings.register_profile(
     "long",
-    max_examples=5_000,
+    max_examples=2_000,
     deadline=None,
     database=None,
     print_blob=True,
