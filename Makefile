@@ -59,7 +59,7 @@ availability: $(VENV)/.installed
 
 # Long fuzzing (tests/fuzz, HYPOTHESIS_PROFILE=long): 2 000 cases per property of the pure
 # modules, and 40 random requests per API operation plus schemathesis's coverage phase. About
-# 15 minutes on a 2-core machine; stopped after 30. `make test` runs the short profile.
+# 6 minutes on a 2-core machine; stopped after 30. `make test` runs the short profile.
 fuzz: export DJANGO_SETTINGS_MODULE = omniroute.settings_test
 fuzz: export HYPOTHESIS_PROFILE = long
 fuzz: $(VENV)/.installed
