@@ -2,9 +2,10 @@
 
 Every view answers errors through ``routing.api.errors`` (the lease API through its own handler,
 in the same shape), so the schema documents them once, here, instead of on each view: 400 where
-an operation reads a body or a query, 401 and 403 where it needs credentials, 404 where its path
-names an object. A status a view documents itself keeps its description; the error body schema
-is filled in where it gave none.
+an operation reads a body, a query or a text path value (PostgreSQL refuses a NUL character even
+in a lookup), 401 and 403 where it needs credentials, 404 where its path names an object. A
+status a view documents itself keeps its description; the error body schema is filled in where
+it gave none.
 """
 
 from __future__ import annotations
@@ -59,10 +60,14 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 def _error_statuses(operation: dict[str, Any]) -> list[int]:
-    places = {parameter.get("in") for parameter in operation.get("parameters", [])}
+    parameters = operation.get("parameters", [])
+    places = {parameter.get("in") for parameter in parameters}
+    text_path = any(
+        p.get("in") == "path" and p.get("schema", {}).get("type") == "string" for p in parameters
+    )
     security = operation.get("security", [])
     statuses = []
-    if "requestBody" in operation or "query" in places:
+    if "requestBody" in operation or "query" in places or text_path:
         statuses.append(400)
     if security and {} not in security:  # anonymous callers are not turned away
         statuses += [401, 403]

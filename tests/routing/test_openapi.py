@@ -32,7 +32,8 @@ def test_a_detail_operation_documents_404_and_the_credential_errors(schema: dict
 
     assert {"200", "401", "403", "404"} <= set(found)
     assert found["404"]["content"]["application/json"]["schema"] == ERROR_REF
-    assert "400" not in found  # no body, no query: nothing to be invalid
+    assert "400" not in found  # no body, no query, a number in the path: nothing to be invalid
+    assert "400" in statuses(schema, "/api/providers/{slug}/", "get")  # a text value may be
 
 
 def test_an_operation_with_a_body_documents_400(schema: dict) -> None:
