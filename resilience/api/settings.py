@@ -73,14 +73,16 @@ ERROR_SCHEMA = {
             "properties": {
                 "message": {"type": "string"},
                 "type": {"type": "string", "enum": ["invalid_request_error"]},
-                "code": {"type": "string", "enum": ["invalid_settings"]},
+                # invalid_request: the body is not JSON at all (no fields then)
+                "code": {"type": "string", "enum": ["invalid_settings", "invalid_request"]},
                 "fields": {
                     "type": "object",
                     "additionalProperties": {"type": "string"},
-                    "description": "Dotted field path → what is wrong with it.",
+                    "description": "Dotted field path → what is wrong with it "
+                    "(with invalid_settings).",
                 },
             },
-            "required": ["message", "type", "code", "fields"],
+            "required": ["message", "type", "code"],
         }
     },
     "required": ["error"],

@@ -137,10 +137,11 @@ def parse_delay_ms(value: object) -> int | None:
     """Milliseconds of a delay: "33s", "1.5s", "1500ms", "2m", "1h" or bare seconds."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int):
-        return value * 1000
-    if isinstance(value, float):
-        return round(value * 1000) if math.isfinite(value) else None
+    if isinstance(value, int):  # clamped: a 400-digit delay must not overflow a float later
+        return min(value, _MAX_HINT_SECONDS) * 1000
+    if isinstance(value, float):  # 1e306 s is finite, but not in milliseconds
+        ms = value * 1000
+        return round(ms) if math.isfinite(ms) else None
     found = _DELAY.fullmatch(str(value).strip())
     if found is None:
         return None
@@ -286,8 +287,8 @@ def _as_number(value: object) -> float | None:
         return None
     if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
         value = float(value.strip())
-    if isinstance(value, int):
-        return float(min(value, _MAX_EPOCH_MS))
+    if isinstance(value, int):  # JSON integers may have hundreds of digits, either sign
+        return float(max(-_MAX_EPOCH_MS, min(value, _MAX_EPOCH_MS)))
     if isinstance(value, float) and math.isfinite(value):
         return value
     return None

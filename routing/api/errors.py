@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from rest_framework import exceptions, status
 from rest_framework.exceptions import ErrorDetail
@@ -30,6 +30,10 @@ CODES = {
     503: "service_unavailable",
 }
 DATABASE_DOWN = "The gateway's database is unavailable; try again later."
+UNSTORABLE_VALUE = (
+    "A value in the request cannot be stored or compared by the database "
+    "(a NUL character, for example)."
+)
 _TYPES = {400: "invalid_request_error", 503: "service_unavailable"}
 SPEC_CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 
@@ -41,6 +45,10 @@ def _as_drf(exc: Exception) -> Exception:
         error = exceptions.APIException("The object is still in use and cannot be deleted.")
         error.status_code = status.HTTP_409_CONFLICT
         return error
+    if isinstance(exc, DataError):
+        # PostgreSQL refuses a NUL character in a text value, even in a lookup: the request's
+        # value is at fault, so a 400 (the driver's message stays out of the answer).
+        return exceptions.ParseError(UNSTORABLE_VALUE)
     if isinstance(exc, OperationalError | InterfaceError):
         # An outage (connection refused, lost, locked): the caller learns nothing of the
         # server, the query or the settings, only that it may retry.

@@ -34,13 +34,15 @@ import orjson
 from asgiref.sync import async_to_sync
 from django.core.exceptions import RequestDataTooBig
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from leases.domain.states import RELEASE_REASONS
+from leases.domain.tokens import MAX_SAFE_INTEGER
 from routing.domain.auth import presented_key
 from routing.domain.config import ConfigSnapshot, KeyInfo
 from routing.domain.errors import GatewayError
@@ -74,6 +76,48 @@ CORS_HEADERS = {
     "Access-Control-Max-Age": "600",
 }
 
+_GENERATION = {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_INTEGER}
+# One JSON object told apart by ``action`` (routing.domain.lease_actions).
+LEASE_ACTION_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {
+            "type": "object",
+            "required": ["action", "model"],
+            "properties": {
+                "action": {"enum": [LeaseAction.ACQUIRE.value]},
+                "model": {"type": "string", "minLength": 1, "maxLength": 512, "pattern": r"\S"},
+            },
+        },
+        {
+            "type": "object",
+            "required": ["action", "generation"],
+            "properties": {
+                "action": {"enum": [LeaseAction.STATUS.value, LeaseAction.RENEW.value]},
+                "generation": _GENERATION,
+            },
+        },
+        {
+            "type": "object",
+            "required": ["action", "generation"],
+            "properties": {
+                "action": {"enum": [LeaseAction.RELEASE.value]},
+                "generation": _GENERATION,
+                "reason": {"enum": sorted(RELEASE_REASONS)},
+            },
+        },
+    ]
+}
+LEASE_RESPONSES: dict[int, OpenApiResponse] = {
+    200: OpenApiResponse({"type": "object"}, description="The lease's lifecycle."),
+    400: OpenApiResponse(description="Not a lease action, or no valid owner header."),
+    401: OpenApiResponse(description="No key, or an unusable one."),
+    403: OpenApiResponse(description="A model or a scope the key may not use."),
+    409: OpenApiResponse(description="A stale generation, no lease, or no eligible connection."),
+    415: OpenApiResponse(description="The body is not application/json."),
+    429: OpenApiResponse(description="Every eligible connection is cooling down or held."),
+    503: OpenApiResponse(description="The model does not resolve, or the service is down."),
+}
+
 
 class JsonOnly(BaseContentNegotiation):
     """Every lease answer is JSON, whatever the client accepts."""
@@ -102,9 +146,18 @@ class SessionLeaseApi(APIView):
         return Response(status=204, headers=CORS_HEADERS)
 
     @extend_schema(
-        request={"application/json": {"type": "object"}},
-        responses={200: {"type": "object"}},
-        parameters=[OpenApiParameter("X-OmniRoute-Lease-Owner", str, OpenApiParameter.HEADER)],
+        request={"application/json": LEASE_ACTION_SCHEMA},
+        responses=LEASE_RESPONSES,
+        parameters=[
+            OpenApiParameter(
+                "X-OmniRoute-Lease-Owner",
+                str,
+                OpenApiParameter.HEADER,
+                required=True,
+                pattern=r"^vlo_[A-Za-z0-9_-]{43}$",
+                description="The owner token: ``vlo_`` and 43 base64url characters.",
+            )
+        ],
     )
     def post(self, request: Request) -> Response:
         """One lifecycle action: ``acquire``, ``status``, ``renew`` or ``release``."""

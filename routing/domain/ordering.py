@@ -42,6 +42,7 @@ P2C_LATENCY_TIE_MS = 1_000.0  # p2c: latencies this close are a tie (LLM calls t
 P2C_LATENCY_TIE_SHARE = 0.5  # p2c: and so are latencies within 50 % of each other
 P2C_MIN_SAMPLES = 5  # p2c: a target with fewer requests is not judged by its metrics yet
 P2C_STALE_SECONDS = 60.0  # p2c: nor one whose last request is older (it may have recovered)
+_HUGE_WEIGHT = 1e300  # weighted: above this, weights are scaled before they are summed
 
 __all__ = [
     "Deck",
@@ -121,6 +122,9 @@ def weighted(
     if not targets:
         return ()
     clean = [_clean_weight(w) for w in weights]
+    top = max(clean)
+    if top > _HUGE_WEIGHT:  # two weights near 1e308 would overflow the sum: scale them to <= 1
+        clean = [w / top for w in clean]
     total = math.fsum(clean)
     if total > 0:
         point = rng.random() * total

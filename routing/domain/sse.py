@@ -65,7 +65,9 @@ class SseSplitter:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         if not self._buffer and chunk.startswith(b"data: ") and chunk.endswith(_BOUNDARY):
-            if chunk.find(b"\n", 6) == len(chunk) - 2:  # most chunks: one one-line event
+            # Most chunks are one one-line event. A "\r" inside ends a line too: that chunk
+            # takes the normalising path, as it would have had it come in two pieces.
+            if chunk.find(b"\n", 6) == len(chunk) - 2 and b"\r" not in chunk:
                 return [SseEvent(chunk, chunk[6:-2])]
         buffer = self._buffer + chunk if self._buffer else chunk
         held = b""

@@ -201,6 +201,7 @@ def test_text_reads_the_json_body_first() -> None:
         (None, None),
         (True, None),
         (float("inf"), None),
+        (1e306, None),  # finite in seconds, infinite in milliseconds (found by fuzzing)
     ],
 )
 def test_parse_delay_ms(value: object, expected: int | None) -> None:
@@ -219,6 +220,27 @@ def test_parse_delay_ms(value: object, expected: int | None) -> None:
 )
 def test_declared_retry_delay_seconds(text: str, expected: float | None) -> None:
     assert declared_retry_delay_seconds(text) == expected
+
+
+def test_an_absurd_numeric_retry_delay_is_no_hint_and_no_exception() -> None:
+    # 1e306 seconds overflowed to an infinite millisecond count, then int() raised
+    body = json.dumps(
+        {"error": {"details": [{"@type": "google.rpc.RetryInfo", "retryDelay": 1e306}]}}
+    )
+
+    assert hint(text=body) is None
+    assert declared_retry_delay_seconds(body) is None
+
+
+def test_integers_of_hundreds_of_digits_are_clamped_not_overflowed() -> None:
+    # float(-10**400) and 10**400 * 1000 / 1000 raised OverflowError from the JSON body paths
+    retry_info = {"@type": "google.rpc.RetryInfo", "retryDelay": 10**400}
+    huge_delay = json.dumps({"error": {"details": [retry_info]}})
+    past_reset = json.dumps({"error": {"resets_at": -(10**400)}})
+
+    assert hint(text=huge_delay) == RetryHint(DAY_MS, GOOGLE)
+    assert declared_retry_delay_seconds(huge_delay) == MAX_HINT_MS / 1000 + 1
+    assert hint(text=past_reset) is None
 
 
 @pytest.mark.parametrize(

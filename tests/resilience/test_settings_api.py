@@ -189,6 +189,17 @@ def test_schema_documents_the_endpoint(manage_client: APIClient) -> None:
     assert "400" in operations["patch"]["responses"]
 
 
+def test_schema_allows_the_400_of_a_body_that_is_not_json(manage_client: APIClient) -> None:
+    # the schema once promised invalid_settings with fields, so broken JSON broke the schema
+    broken = manage_client.generic("PATCH", URL, "\x00", content_type="application/json")
+    schema = manage_client.get("/api/schema/", {"format": "json"}).json()
+    answer = schema["paths"]["/api/resilience"]["patch"]["responses"]["400"]["content"]
+    error = answer["application/json"]["schema"]["properties"]["error"]
+
+    assert _error(broken)["code"] in error["properties"]["code"]["enum"]
+    assert set(error["required"]) <= set(_error(broken))
+
+
 # --- admin -------------------------------------------------------------------------------------
 
 

@@ -139,6 +139,13 @@ def test_weighted_puts_the_rest_by_descending_weight_with_declared_ties() -> Non
     assert ids(weighted(FIVE, weights, Scripted([0.999999]))) == [5, 2, 3, 1, 4]
 
 
+def test_weighted_scales_weights_whose_sum_would_overflow() -> None:
+    # math.fsum raised "intermediate overflow" on two weights near the float maximum
+    firsts = {weighted((A, B, C), [1.7e308, 1.7e308, 1.0], Scripted([x]))[0] for x in (0.2, 0.7)}
+
+    assert firsts == {A, B}
+
+
 def test_weighted_rejects_misaligned_weights() -> None:
     with pytest.raises(ValueError):
         weighted((A, B), [1], random.Random(0))

@@ -71,6 +71,15 @@ def test_bare_carriage_returns_end_lines_too() -> None:
     assert rest is not None and rest.data == b"three"  # its last "\r" could have been a "\r\n"
 
 
+def test_a_bare_carriage_return_inside_a_whole_one_line_chunk_ends_its_line() -> None:
+    # The one-chunk shortcut once kept "a\rb" as the data; cut in two, the same bytes gave "a"
+    whole, _ = split(b"data: a\rb\n\n")
+    cut, _ = split(b"data: a\r", b"b\n\n")
+
+    assert [(e.raw, e.data) for e in whole] == [(b"data: a\nb\n\n", b"a")]
+    assert [(e.raw, e.data) for e in cut] == [(b"data: a\nb\n\n", b"a")]
+
+
 def test_a_leading_newline_is_not_part_of_the_next_event() -> None:
     events, _ = split(b"data: a\n\n\ndata: b\n\n")
     assert [e.raw for e in events] == [b"data: a\n\n", b"data: b\n\n"]

@@ -7,7 +7,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from django.db import OperationalError
+from django.db import DataError, OperationalError
 from django.db.backends.utils import CursorWrapper
 from django.test import Client
 from pytest_django.fixtures import Settings
@@ -64,6 +64,30 @@ def test_database_outage_is_a_json_503_without_details() -> None:
     body = response.content.decode()
     for detail in (DATABASE_SECRET, key, "Traceback", "OperationalError", "SELECT"):
         assert detail not in body
+
+
+def test_a_value_the_database_refuses_is_a_json_400_without_details() -> None:
+    # PostgreSQL raises DataError for a NUL character even in a lookup: it was a 500
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    refused = DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    with patch.object(CursorWrapper, "execute", side_effect=refused):
+        response = Client().get("/api/providers/acme/", HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert "NUL character" in response.json()["error"]["message"]
+    for detail in ("DataError", "PostgreSQL", "SELECT", "Traceback"):
+        assert detail not in response.content.decode()
+
+
+@pytest.mark.parametrize("path", ["/api/providers/a%00b/", "/api/providers/?search=a%00b"])
+def test_a_nul_character_in_the_url_is_never_a_500(path: str) -> None:
+    # found by fuzzing the API on PostgreSQL (a 404 on SQLite, a 400 on PostgreSQL)
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    response = Client().get(path, HTTP_AUTHORIZATION=f"Bearer {key}")
+
+    assert response.status_code < 500
+    assert response["Content-Type"] == "application/json"
 
 
 def test_outage_while_writing_is_a_json_503_too() -> None:
