@@ -9,6 +9,7 @@ import itertools
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Final
 
 from aiohttp import web
@@ -60,9 +61,7 @@ def mid_point(b: Behaviour, n_chunks: int) -> int:
     return n_chunks // 2 if b.mid_at is None else min(b.mid_at, n_chunks)
 
 
-def _with_malformed(
-    events: tuple[bytes, ...], at: int | None, malformed: bytes
-) -> tuple[bytes, ...]:
+def _with_malformed(events: Sequence[bytes], at: int | None, malformed: bytes) -> Sequence[bytes]:
     if at is None or at > len(events):
         return events
     return (*events[:at], malformed, *events[at:])
@@ -183,7 +182,7 @@ class Answerer:
         resp: web.StreamResponse,
         rec: RequestRecord,
         head: tuple[bytes, ...],
-        events: tuple[bytes, ...],
+        events: Sequence[bytes],
         ids: tuple[bytes, bytes],
         malformed: tuple[int | None, bytes],
     ) -> None:
