@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench availability install browser clean
+.PHONY: run test lint bench availability soak soak-short install browser clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -49,13 +49,22 @@ test: lint browser
 
 # The load tools run on this machine like the demo (debug on); the gateways they start set
 # their own keys.
-bench availability: export OMNIROUTE_DEBUG ?= 1
+bench availability soak soak-short: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
 
 # Random 503s on 5 % of upstream calls: how many requests still succeed (BENCHMARKS.md).
 availability: $(VENV)/.installed
 	$(PY) manage.py availability --requests 3000 --concurrency 16 --write
+
+# Minutes of mixed streaming and plain load on a healthy upstream: the gateway's RSS growth after
+# a warm-up must stay under 2 MiB/min and no request may fail (BENCHMARKS.md). soak-short is the
+# CI smoke version: 20 s, fitted over its last 12 s, so one allocator step weighs more (8 MiB/min).
+soak: $(VENV)/.installed
+	$(PY) manage.py soak --duration $(or $(SOAK_DURATION),180) --write
+
+soak-short: $(VENV)/.installed
+	$(PY) manage.py soak --duration 20 --warm-up 8 --bound 8
 
 clean:
 	rm -rf $(VENV) data .mypy_cache .ruff_cache

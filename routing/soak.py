@@ -14,9 +14,12 @@ no body, a transport error).
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
 import textwrap
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -28,7 +31,6 @@ from routing.loadgen import (
     process_peak_rss_mib,
     process_rss_mib,
     run_load,
-    seed_gateway,
     spawned,
     temporary_data_dir,
 )
@@ -47,7 +49,7 @@ class SoakPlan:
     warm_up: float = 30.0  # samples before this are left out of the fit
     concurrency: int = 4  # clients per loop (one streaming loop, one plain)
     sample_seconds: float = 1.0
-    bound_mib_per_minute: float = 4.0
+    bound_mib_per_minute: float = 2.0
     chunks: int = 20  # per streamed answer
     chunk_interval_ms: float = 1.0
 
@@ -147,25 +149,42 @@ async def _drive(
     return loops, max(m[3] for m in measured), samples
 
 
+_PREPARE: Final = (
+    "from django.core.management import call_command; "
+    "call_command('migrate', interactive=False, verbosity=0); "
+    "call_command('seeddemo', upstream_url={url!r})"
+)
+
+
+def _prepare(env: dict[str, str], upstream_url: str) -> str:
+    """Migrate and seed the demo in one process (one Django start-up, not two); the demo key."""
+    argv = manage("shell", "-c", _PREPARE.format(url=upstream_url))
+    output = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
+    match = re.search(r"sk-omr-[A-Za-z0-9_-]+", output)
+    if match is None:
+        raise RuntimeError("seeddemo printed no key")
+    return match.group(0)
+
+
 def run_soak(plan: SoakPlan) -> SoakResult:
     """Start the fake upstream and a gateway, soak it, stop them; bounded by ``duration``."""
-    with temporary_data_dir() as data_dir:
+    with temporary_data_dir() as data_dir, ThreadPoolExecutor(max_workers=1) as pool:
         env = gateway_env(data_dir)
         fake_port, gw_port = free_port(), free_port()
         fake_argv = manage(
             "fakeupstream", "--port", str(fake_port), "--no-record",
             "--chunks", str(plan.chunks), "--chunk-interval-ms", str(plan.chunk_interval_ms),
         )  # fmt: skip
-        key = seed_gateway(env, f"http://127.0.0.1:{fake_port}/v1")
+        # The database migrates while the fake upstream starts.
+        prepared = pool.submit(_prepare, env, f"http://127.0.0.1:{fake_port}/v1")
         log = Path(data_dir) / "processes.log"
         gateway_argv = manage("serve", "--port", str(gw_port), "--no-collectstatic")
-        with (
-            spawned(fake_argv, env, fake_port, log=log),
-            spawned(gateway_argv, env, gw_port, log=log) as gateway,
-        ):
-            url = f"http://127.0.0.1:{gw_port}/v1/chat/completions"
-            loops, seconds, samples = asyncio.run(_drive(url, key, gateway.pid, plan))
-            peak = process_peak_rss_mib(gateway.pid)
+        with spawned(fake_argv, env, fake_port, log=log):
+            key = prepared.result()
+            with spawned(gateway_argv, env, gw_port, log=log) as gateway:
+                url = f"http://127.0.0.1:{gw_port}/v1/chat/completions"
+                loops, seconds, samples = asyncio.run(_drive(url, key, gateway.pid, plan))
+                peak = process_peak_rss_mib(gateway.pid)
     return SoakResult(plan, tuple(loops), seconds, tuple(samples), peak)
 
 

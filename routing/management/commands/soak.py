@@ -23,8 +23,8 @@ class Command(BaseCommand):
         defaults = SoakPlan()
         parser.add_argument("--duration", type=float, default=defaults.duration, help="Seconds.")
         parser.add_argument(
-            "--warm-up", type=float, help="Seconds left out of the fit (default: a sixth of the "
-            "duration, at most 30 s, at least 5 s)."
+            "--warm-up", type=float, help="Seconds left out of the fit (default: half the "
+            "duration, at most 30 s)."
         )  # fmt: skip
         parser.add_argument("--concurrency", type=int, default=defaults.concurrency,
                             help="Clients per loop (one streaming loop, one plain).")  # fmt: skip
@@ -38,7 +38,7 @@ class Command(BaseCommand):
             raise CommandError("--duration and --concurrency must be positive")
         warm_up = options["warm_up"]
         if warm_up is None:
-            warm_up = min(30.0, max(5.0, duration / 6))
+            warm_up = min(30.0, duration / 2)
         plan = SoakPlan(
             duration=duration, warm_up=warm_up, concurrency=options["concurrency"],
             bound_mib_per_minute=options["bound"],
