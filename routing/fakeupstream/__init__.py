@@ -54,6 +54,8 @@ Knobs
                        it, never the whole text, so a huge answer (``chunks=2000&chunk_size=
                        100000``: 200 MB) costs the fake one event of memory; give it a
                        ``chunk_interval_ms`` above 0 as well, or the body is still one write.
+                       A plain chat answer that long (no ``mid`` action) is written the same
+                       way, a piece of its text at a time, with its ``Content-Length``.
 ``reset=before``       abort the TCP connection (RST) without any response.
 ``reset=mid``          send ``mid_at`` content chunks (or half a JSON body), then abort the
                        connection.

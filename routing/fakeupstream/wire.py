@@ -137,6 +137,22 @@ def completion_body(model: str, answer: Answer) -> bytes:
     return orjson.dumps(env)
 
 
+_TEXT_MARK: Final = "\u2063fake-text\u2063"  # never in a generated text
+
+
+def completion_around(model: str, answer: Answer) -> tuple[bytes, bytes]:
+    """The ``chat.completion`` JSON of ``answer`` without its text: what goes before it and
+    after it (the texts need no JSON escaping), for a long answer written piece by piece."""
+    body = completion_body(model, Answer(0, reasoning=answer.reasoning))
+    n_chars = max(answer.n_chars - answer.skip, 0)
+    parsed = orjson.loads(body)
+    message = parsed["choices"][0]["message"]
+    message["reasoning_content" if answer.reasoning else "content"] = _TEXT_MARK
+    parsed["usage"] = _usage(n_chars)
+    before, _, after = orjson.dumps(parsed).partition(_TEXT_MARK.encode())
+    return before, after
+
+
 def _event(model: str, choices: list[Any], **rest: Any) -> bytes:
     env = _envelope(model, "chat.completion.chunk", choices=choices, **rest)
     return b"data: " + orjson.dumps(env) + b"\n\n"

@@ -1,9 +1,12 @@
-"""Memory bounds of a real gateway process: a 200 MB stream, and a client that reads slowly.
+"""Memory bounds of a real gateway process: a 200 MB upstream body, and a client that reads
+slowly.
 
 The relay must stream, never buffer. Relaying an answer of any size grows the gateway's resident
 memory (its peak, ``VmHWM``, against its size before) by less than ``RSS_GROWTH_BOUND_MIB``; a
 client that reads slowly holds the upstream back, so what the upstream has sent and the client
 has not read stays within what the socket buffers on the way hold (``IN_FLIGHT_BOUND_BYTES``).
+A plain (non-stream) answer is checked whole before it is relayed, so one is held only up to
+``MAX_UPSTREAM_BODY_BYTES`` (32 MiB): a 200 MB one is refused unread, by its length.
 The gateway is a ``manage.py serve`` process of this module's own, so its memory is these
 tests' alone; the upstream is the in-process fake, which builds a long stream as it writes it.
 """
@@ -107,6 +110,20 @@ def test_a_200_mb_stream_passes_through_without_growing_the_gateway(
 
     growth = process_peak_rss_mib(measured.pid) - before
     assert received > 200_000_000 and tail == END  # the whole answer, ended
+    assert growth < RSS_GROWTH_BOUND_MIB, f"the gateway grew by {growth:.1f} MiB"
+
+
+def test_a_200_mb_plain_answer_is_refused_unread(measured: Measured, fake: FakeUpstream) -> None:
+    route = make_route(measured.gateway, fake, {"chunks": 2000, "chunk_size": CHUNK_SIZE})
+    before = measured.baseline_mib()
+    body = {"model": route.model(), "messages": [{"role": "user", "content": "x"}]}
+
+    with measured.gateway.client(route.key, timeout=30) as client:
+        response = client.post("/chat/completions", json=body)
+
+    growth = process_peak_rss_mib(measured.pid) - before
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_response_too_large"
     assert growth < RSS_GROWTH_BOUND_MIB, f"the gateway grew by {growth:.1f} MiB"
 
 

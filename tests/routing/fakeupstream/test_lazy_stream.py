@@ -39,3 +39,14 @@ def test_a_short_stream_is_built_whole_and_cached() -> None:
     assert isinstance(events.content, tuple) and len(events.content) == 5
     assert _text(events.content) == wire.content(40)
     assert wire.stream_events("m", answer, 8, False) is events
+
+
+def test_a_long_completion_is_the_same_json_around_its_text() -> None:
+    answer = wire.Answer(wire.LAZY_STREAM_CHARS + 5, skip=2)
+
+    before, after = wire.completion_around("m", answer)
+
+    pieced = orjson.loads(before + answer.content.encode() + after)
+    whole = orjson.loads(wire.completion_body("m", answer))
+    pieced.pop("created"), whole.pop("created")  # the clock's second may turn in between
+    assert pieced == whole
