@@ -58,8 +58,9 @@ availability: $(VENV)/.installed
 	$(PY) manage.py availability --requests 3000 --concurrency 16 --write
 
 # Minutes of mixed streaming and plain load on a healthy upstream: the gateway's RSS growth after
-# a warm-up must stay under 2 MiB/min and no request may fail (BENCHMARKS.md). soak-short is the
-# CI smoke version: 20 s, fitted over its last 12 s, so one allocator step weighs more (8 MiB/min).
+# a warm-up must stay under 2 MiB/min and no request may fail (BENCHMARKS.md; SOAK_DURATION sets
+# the seconds). soak-short is the CI smoke version: 20 s, fitted over its last 12 s, where one
+# allocator step weighs more, hence 8 MiB/min.
 soak: $(VENV)/.installed
 	$(PY) manage.py soak --duration $(or $(SOAK_DURATION),180) --write
 
