@@ -20,7 +20,7 @@ import textwrap
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -72,7 +72,6 @@ class SoakResult:
     seconds: float
     samples: tuple[Sample, ...]
     peak_mib: float
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def errors(self) -> int:
