@@ -60,7 +60,7 @@ availability: $(VENV)/.installed
 # Minutes of mixed streaming and plain load on a healthy upstream: the gateway's RSS growth after
 # a warm-up must stay under 2 MiB/min and no request may fail (BENCHMARKS.md; SOAK_DURATION sets
 # the seconds). soak-short is the CI smoke version: 20 s, fitted over its last 12 s, where one
-# 1-3 MiB allocator step already reads as 5-15 MiB/min, so it only catches a gross leak (32).
+# 1-3 MiB allocator step already reads as 5-18 MiB/min, so it only catches a gross leak (32).
 soak: $(VENV)/.installed
 	$(PY) manage.py soak --duration $(or $(SOAK_DURATION),180) --write
 
