@@ -72,10 +72,25 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def process_peak_rss_mib(pid: int) -> float:
-    """Peak resident set size of ``pid`` in MiB."""
-    match = re.search(r"VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+def _status_mib(pid: int, field: str) -> float:
+    match = re.search(rf"{field}:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
     return int(match.group(1)) / 1024 if match else 0.0
+
+
+def process_peak_rss_mib(pid: int) -> float:
+    """Peak resident set size of ``pid`` in MiB (since it started, or since
+    :func:`reset_peak_rss`)."""
+    return _status_mib(pid, "VmHWM")
+
+
+def process_rss_mib(pid: int) -> float:
+    """Resident set size of ``pid`` in MiB, now."""
+    return _status_mib(pid, "VmRSS")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start ``pid``'s peak resident set size again from its current size (Linux 4.0+)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
 
 
 async def _one(

@@ -11,7 +11,8 @@ before the answer finished, the broken attempt is recorded as a failure and the 
    regenerated text begins with exactly what the client has, only the rest is relayed (the text
    before that point is held back, never sent twice); when it differs, the next target is tried;
 3. when no target can finish it (or ``streamRecovery.continueMidStream`` is off, or the answer
-   carried a tool call or several choices), the stream ends with an in-band error event carrying
+   carried a tool call or several choices, or more text than the gateway keeps for this:
+   ``RECOVERY_TEXT_MAX_CHARS``), the stream ends with an in-band error event carrying
    the original failure, and no ``[DONE]``.
 """
 
@@ -27,7 +28,7 @@ import httpx
 from routing.attempts import AttemptContext, AttemptLoop
 from routing.domain.planning import Target
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind, NotSpliceable, Splicing
+from routing.domain.stream_state import Kind, NotSpliceable, SentText, Splicing
 from routing.domain.vocabulary import Prefill
 from routing.streams import StreamBroken, Transform, UpstreamStream, forward
 from routing.upstream import UpstreamReply, classify_transport_error
@@ -52,7 +53,7 @@ class Continuation:
         self.envelope = envelope
         self.splicing = splicing
         self.trim = trim
-        self.sent: list[str] = []
+        self.sent = SentText()  # bounded: a stream of any length holds little of its text
 
     def __call__(self, event: SseEvent, kind: Kind, payload: dict[str, Any] | None) -> bytes | None:
         if payload is None:
@@ -207,6 +208,7 @@ class StreamRelay:
         return (
             recovery.continue_mid_stream
             and stream.state.continuable
+            and not stream.state.text.overflowed  # too long to send back or repeat
             and self.context.endpoint.splicing is not None
         )
 

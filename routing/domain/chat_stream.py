@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import orjson
 
 from routing.domain.sse import DONE_EVENT, SseEvent
-from routing.domain.stream_state import Kind, json_object
+from routing.domain.stream_state import Kind, SentText, json_object
 
 __all__ = [
     "CHAT_SPLICING",
@@ -38,7 +38,7 @@ _STOP_CONTINUATION = frozenset({"tool_calls", "function_call", "refusal"})
 class ChatStream:
     """The state of one client's stream, across every upstream segment that fed it."""
 
-    text: list[str] = field(default_factory=list)  # assistant content sent, in order
+    text: SentText = field(default_factory=SentText)  # assistant content sent, in order
     finished: bool = False  # a choice carried ``finish_reason``
     usage: bool = False
     continuable: bool = True  # one choice, no tool call, no refusal: a suffix can be stitched

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind, NotSpliceable, json_object
+from routing.domain.stream_state import Kind, NotSpliceable, SentText, json_object
 
 MESSAGE_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 _TEXT_BLOCK = 0  # the one block a continuable answer has
@@ -37,7 +37,7 @@ class MessagesStream:
     end_event = MESSAGE_STOP
 
     def __init__(self) -> None:
-        self.text: list[str] = []
+        self.text = SentText()
         self.finished = False
         self.continuable = True  # one text block so far
         self.envelope: dict[str, Any] | None = None  # the message's id and model

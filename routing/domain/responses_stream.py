@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind, json_object
+from routing.domain.stream_state import Kind, SentText, json_object
 
 TEXT_DELTA = "response.output_text.delta"
 _FINISHED = frozenset({"response.completed", "response.incomplete"})
@@ -31,7 +31,7 @@ class ResponsesStream:
     end_event = b""
 
     def __init__(self) -> None:
-        self.text: list[str] = []
+        self.text = SentText()
         self.finished = False
         self.envelope: dict[str, Any] | None = None  # the response's id and model
         self.sequence = -1  # the last sequence number seen

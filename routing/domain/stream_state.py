@@ -10,7 +10,7 @@ cut, and how this API writes its own in-band error and its end-of-stream marker.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -28,6 +28,37 @@ class Kind(Enum):
     ERROR = "error"  # an in-band error from the upstream
 
 
+# A continuation past this much text would send it back as a prefill no upstream takes (or wait
+# for a regeneration to repeat it); and a stream must not hold its whole text in the gateway,
+# however long it runs. About 256 k tokens: more than any model writes in one answer today.
+RECOVERY_TEXT_MAX_CHARS: Final = 1024 * 1024
+
+
+class SentText(list[str]):
+    """The assistant text the client has been sent, in order, kept for recovery after a cut.
+
+    Past :data:`RECOVERY_TEXT_MAX_CHARS` characters nothing more is kept and what was kept is
+    dropped (``overflowed``): such a stream is not continued, so its memory stays bounded.
+    """
+
+    __slots__ = ("chars", "overflowed")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+        self.overflowed = False
+
+    def append(self, piece: str) -> None:
+        if self.overflowed:
+            return
+        self.chars += len(piece)
+        if self.chars > RECOVERY_TEXT_MAX_CHARS:
+            self.clear()
+            self.overflowed = True
+        else:
+            super().append(piece)
+
+
 def json_object(data: bytes) -> dict[str, Any] | None:
     """The JSON object an event's data holds; ``None`` when it holds anything else."""
     try:
@@ -40,7 +71,7 @@ def json_object(data: bytes) -> dict[str, Any] | None:
 class StreamState(Protocol):
     """The state of one client's stream, as the relay and recovery read it."""
 
-    text: list[str]  # assistant text sent, in order
+    text: SentText  # assistant text sent, in order (bounded)
     finished: bool  # the answer is complete (only usage and the end marker may follow)
     envelope: dict[str, Any] | None  # the first stream's identity (id, model, ...)
 

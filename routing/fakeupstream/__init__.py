@@ -49,7 +49,13 @@ Knobs
 ``latency_ms``         delay before the response headers (default 0).
 ``chunks``             number of content chunks in a stream (default 20).
 ``chunk_interval_ms``  delay between stream chunks (default 0: the stream is one write).
-``chunk_size``         characters of content per chunk (default 8).
+``chunk_size``         characters of content per chunk (default 8). A chat stream of more than
+                       ``wire.LAZY_STREAM_CHARS`` (1 MiB) of text builds each event as it writes
+                       it, never the whole text, so a huge answer (``chunks=2000&chunk_size=
+                       100000``: 200 MB) costs the fake one event of memory; give it a
+                       ``chunk_interval_ms`` above 0 as well, or the body is still one write.
+                       A plain chat answer that long (no ``mid`` action) is written the same
+                       way, a piece of its text at a time, with its ``Content-Length``.
 ``reset=before``       abort the TCP connection (RST) without any response.
 ``reset=mid``          send ``mid_at`` content chunks (or half a JSON body), then abort the
                        connection.

@@ -9,6 +9,7 @@ import itertools
 import socket
 import struct
 import time
+from collections.abc import Sequence
 from typing import Final
 
 from aiohttp import web
@@ -60,9 +61,7 @@ def mid_point(b: Behaviour, n_chunks: int) -> int:
     return n_chunks // 2 if b.mid_at is None else min(b.mid_at, n_chunks)
 
 
-def _with_malformed(
-    events: tuple[bytes, ...], at: int | None, malformed: bytes
-) -> tuple[bytes, ...]:
+def _with_malformed(events: Sequence[bytes], at: int | None, malformed: bytes) -> Sequence[bytes]:
     if at is None or at > len(events):
         return events
     return (*events[:at], malformed, *events[at:])
@@ -141,9 +140,15 @@ class Answerer:
     ) -> web.StreamResponse:
         b = rec.behaviour
         rid = dialect.request_id(next(self._ids))
-        body = dialect.completion_body(rec.model, answer_of(rec))
-        body = body.replace(dialect.placeholder, rid)
         headers = wire.headers(b, "application/json")
+        answer = answer_of(rec)
+        if (
+            dialect is CHAT
+            and b.mid is None
+            and answer.n_chars - answer.skip > wire.LAZY_STREAM_CHARS
+        ):
+            return await self._complete_piecewise(request, rec, (dialect.placeholder, rid))
+        body = dialect.completion_body(rec.model, answer).replace(dialect.placeholder, rid)
         if b.mid is None:
             return web.Response(status=b.status, body=body, headers=headers)
         resp = web.StreamResponse(status=b.status, headers=headers)
@@ -151,6 +156,24 @@ class Answerer:
         await resp.prepare(request)
         await resp.write(body[: len(body) // 2])
         return await self._midway(request, resp, rec)
+
+    async def _complete_piecewise(
+        self, request: web.Request, rec: RequestRecord, ids: tuple[bytes, bytes]
+    ) -> web.StreamResponse:
+        """A long chat completion, its text written a piece at a time (never built whole)."""
+        answer, b = answer_of(rec), rec.behaviour
+        before, after = wire.completion_around(rec.model, answer)
+        before = before.replace(*ids)
+        n_chars = max(answer.n_chars - answer.skip, 0)
+        resp = web.StreamResponse(status=b.status, headers=wire.headers(b, "application/json"))
+        resp.content_length = len(before) + n_chars + len(after)
+        await resp.prepare(request)
+        await resp.write(before)
+        for start in range(0, n_chars, wire.LAZY_STREAM_CHARS):
+            await resp.write(answer.piece(start, wire.LAZY_STREAM_CHARS).encode())
+        await resp.write(after)
+        await resp.write_eof()
+        return resp
 
     async def _open_stream(self, request: web.Request, b: Behaviour) -> web.StreamResponse:
         headers = {**wire.headers(b, "text/event-stream"), "Cache-Control": "no-cache"}
@@ -183,7 +206,7 @@ class Answerer:
         resp: web.StreamResponse,
         rec: RequestRecord,
         head: tuple[bytes, ...],
-        events: tuple[bytes, ...],
+        events: Sequence[bytes],
         ids: tuple[bytes, bytes],
         malformed: tuple[int | None, bytes],
     ) -> None:

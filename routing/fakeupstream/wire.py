@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, overload
 
 import orjson
 from aiohttp import web
@@ -32,6 +32,9 @@ PREFILL_REJECTED: Final = (
     "assistant prefill is not supported: the conversation must not end with an assistant message"
 )
 PROMPT_TOKENS: Final = 8
+# A chat stream with more text than this builds each event as it is written, never all of them
+# at once (nor caches them): a 200 MB answer then costs the fake one event of memory.
+LAZY_STREAM_CHARS: Final = 1024 * 1024
 _ERROR_KINDS: Final = {
     400: ("invalid_request_error", "bad_request"),
     401: ("invalid_request_error", "invalid_api_key"),
@@ -66,6 +69,16 @@ class Answer:
     def content(self) -> str:
         return content(self.n_chars, self.text)[self.skip :]
 
+    def piece(self, start: int, size: int) -> str:
+        """``content[start:start + size]``, without building the whole text."""
+        first = self.skip + start
+        end = min(first + size, self.n_chars)
+        if end <= first:
+            return ""
+        base = _TEXTS[self.text]
+        offset = first % len(base)
+        return (base * ((offset + end - first) // len(base) + 1))[offset : offset + end - first]
+
     def delta(self, piece: str) -> dict[str, str]:
         return {"reasoning_content" if self.reasoning else "content": piece}
 
@@ -74,7 +87,7 @@ class StreamEvents(NamedTuple):
     """A stream's content events, then its tail (the finish event and the usage event); and
     its head: the events before the first content event (none in chat completions)."""
 
-    content: tuple[bytes, ...]
+    content: Sequence[bytes]
     tail: tuple[bytes, ...]
     head: tuple[bytes, ...] = ()
 
@@ -124,25 +137,66 @@ def completion_body(model: str, answer: Answer) -> bytes:
     return orjson.dumps(env)
 
 
+_TEXT_MARK: Final = "\u2063fake-text\u2063"  # never in a generated text
+
+
+def completion_around(model: str, answer: Answer) -> tuple[bytes, bytes]:
+    """The ``chat.completion`` JSON of ``answer`` without its text: what goes before it and
+    after it (the texts need no JSON escaping), for a long answer written piece by piece."""
+    body = completion_body(model, Answer(0, reasoning=answer.reasoning))
+    n_chars = max(answer.n_chars - answer.skip, 0)
+    parsed = orjson.loads(body)
+    message = parsed["choices"][0]["message"]
+    message["reasoning_content" if answer.reasoning else "content"] = _TEXT_MARK
+    parsed["usage"] = _usage(n_chars)
+    before, _, after = orjson.dumps(parsed).partition(_TEXT_MARK.encode())
+    return before, after
+
+
 def _event(model: str, choices: list[Any], **rest: Any) -> bytes:
     env = _envelope(model, "chat.completion.chunk", choices=choices, **rest)
     return b"data: " + orjson.dumps(env) + b"\n\n"
 
 
+def _content_event(model: str, answer: Answer, size: int, i: int) -> bytes:
+    delta: dict[str, str] = answer.delta(answer.piece(i * size, size))
+    delta = {"role": "assistant", **delta} if i == 0 else delta
+    return _event(model, [{"index": 0, "delta": delta, "finish_reason": None}])
+
+
+class LazyEvents(Sequence[bytes]):
+    """The content events of a long chat stream, each built when it is read."""
+
+    def __init__(self, model: str, answer: Answer, size: int, indices: range) -> None:
+        self._model, self._answer, self._size, self._indices = model, answer, size, indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+    @overload
+    def __getitem__(self, index: slice) -> LazyEvents: ...
+    def __getitem__(self, index: int | slice) -> bytes | LazyEvents:
+        if isinstance(index, slice):
+            return LazyEvents(self._model, self._answer, self._size, self._indices[index])
+        return _content_event(self._model, self._answer, self._size, self._indices[index])
+
+
 @functools.lru_cache(maxsize=256)
 def stream_events(model: str, answer: Answer, size: int, usage: bool) -> StreamEvents:
     """One content event per ``size`` characters of ``answer`` (the last may be shorter), the
-    finish event and, with ``usage``, the usage event; ``[DONE]`` is the caller's."""
-    text = answer.content
-    events = []
-    for i, start in enumerate(range(0, len(text), size)):
-        delta: dict[str, str] = answer.delta(text[start : start + size])
-        delta = {"role": "assistant", **delta} if i == 0 else delta
-        events.append(_event(model, [{"index": 0, "delta": delta, "finish_reason": None}]))
+    finish event and, with ``usage``, the usage event; ``[DONE]`` is the caller's. Past
+    :data:`LAZY_STREAM_CHARS` the content events are built one by one as they are read."""
+    n_chars = max(answer.n_chars - answer.skip, 0)
+    indices = range(-(-n_chars // size))
+    events: Sequence[bytes] = LazyEvents(model, answer, size, indices)
+    if n_chars <= LAZY_STREAM_CHARS:
+        events = tuple(events)
     tail = [_event(model, [{"index": 0, "delta": {}, "finish_reason": "stop"}])]
     if usage:
-        tail.append(_event(model, [], usage=_usage(len(text))))
-    return StreamEvents(tuple(events), tuple(tail))
+        tail.append(_event(model, [], usage=_usage(n_chars)))
+    return StreamEvents(events, tuple(tail))
 
 
 @functools.lru_cache(maxsize=1)

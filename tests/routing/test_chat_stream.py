@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
+from routing.domain import stream_state
 from routing.domain.chat_stream import (
     ChatStream,
     Kind,
@@ -125,3 +127,17 @@ def test_with_several_choices_the_answer_finishes_when_every_choice_has() -> Non
 def test_an_error_field_that_is_null_is_not_an_error() -> None:
     kind, _ = ChatStream().observe(SseEvent(b"", b'{"error": null, "choices": []}'))
     assert kind is Kind.PREAMBLE
+
+
+def test_the_kept_text_is_bounded_and_a_stream_past_it_keeps_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(stream_state, "RECOVERY_TEXT_MAX_CHARS", 5)
+    stream = ChatStream()
+    stream.observe(chunk({"content": "Hel"}))
+    stream.observe(chunk({"content": "lo"}))
+    assert stream.text == ["Hel", "lo"] and not stream.text.overflowed  # 5: still kept
+
+    assert stream.observe(chunk({"content": "!"}))[0] is Kind.TOKEN  # still relayed
+    stream.observe(chunk({"content": "?"}))
+    assert stream.text == [] and stream.text.overflowed and stream.sent_text == ""

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
+from routing.domain import stream_state
 from routing.models import ModelCatalogEntry, Provider
 from tests.routing.harness import BACKUP, PRIMARY, Gateway
 from tests.routing.stream_support import (
@@ -174,3 +175,18 @@ async def test_a_target_that_always_cuts_after_commit_is_locked_like_any_failing
     slot = model_slot("m1", LockScope.EXACT)
     assert record.failures[slot].consecutive == 3
     assert record.lock_for("m1", gateway.clock.now) is not None
+
+
+async def test_a_stream_past_the_kept_text_is_not_continued_and_keeps_none_of_it(
+    gateway: Gateway, both: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stream may run for any length: the gateway keeps only so much of its text for recovery
+    # (here 12 characters), and a longer one that breaks ends honestly instead.
+    monkeypatch.setattr(stream_state, "RECOVERY_TEXT_MAX_CHARS", 12)
+    gateway.fake.behaviours.update({PRIMARY: cut_after(3), BACKUP: streaming(answer_chunks())})
+
+    reply = await ask(gateway)
+
+    assert b"upstream_stream_interrupted" in reply.body and b"[DONE]" not in reply.body
+    assert text_of_without_error(reply) == "The quick brown "  # what was relayed, once
+    assert gateway.fake.calls == [PRIMARY]
