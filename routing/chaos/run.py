@@ -4,8 +4,8 @@ load through combos and single models, then a recovery phase.
 One fake upstream, one ``redis-server`` of the run's own and one daphne gateway on it (REDIS_URL,
 SQLite in a temporary directory), all on 127.0.0.1, configured through the management API.
 Every upstream call takes the next entry of the seeded fault schedule (:mod:`.faults`, pushed
-to the fake's ``/_fake/script`` queue). From 15 % of the load until 45 % (and at least 15 s),
-the first target of the priority combo is down (every call reset: its breaker must open); at
+to the fake's ``/_fake/script`` queue). From 15 % of the load until 45 % (and at least 10 s),
+the first target of the priority combo is down (every call stalls: its breaker must open); at
 50 % the Redis server is killed (SIGKILL) and at 65 % started again. After the load the faults
 stop and healthy requests run until every breaker is CLOSED, no lockout is left and the store
 is back on Redis (bounded). Then every connection's state is read: none may be terminal.
@@ -35,21 +35,24 @@ from routing.redis_server import RedisServer, running_redis
 
 TERMINAL: Final = frozenset({"banned", "expired", "credits_exhausted"})
 OUTAGE: Final = (0.15, 0.45)  # share of the load issued when the outage starts and ends
-# ... but it lasts at least this long: the breaker counts one network failure per provider in
-# 10 s (its de-duplication window), and the local profile opens at the second.
-OUTAGE_MIN_SECONDS: Final = 15.0
+OUTAGE_MIN_SECONDS: Final = 10.0  # ... but lasts long enough for the breaker to open
+# Every call of the model stalls until the gateway times out, on both connections: a stall
+# before the answer comes first whatever a scheduled fault says (a scheduled 429 would
+# otherwise answer, and a 429 is no breaker failure).
+OUTAGE_KNOBS: Final = {"stall": "before"}
 REDIS_KILL, REDIS_BACK = 0.50, 0.65
 POLL_SECONDS: Final = 0.3
 SECRET: Final = "sk-chaos-upstream"
 # (provider suffix, model, category, connections): a, b, c serve the combos; s only the
-# single model. The local profile's breaker opens at two consecutive network failures ("the
-# local server is down"); failures of one connection count once per de-duplication window, so
-# ``a`` has two connections, and its outage opens its breaker.
+# single model. A timeout counts for a breaker once a second (connection, model) pair of the
+# provider failed too, so ``a`` has two connections; its profile is ``local`` (opens at two
+# counted failures), so its outage opens its breaker within seconds. (Resets would not do in a
+# short run: network failures count once per provider in 10 s.)
 PROVIDERS: Final = (
     ("a", "alpha", "local", 2), ("b", "beta", "api_key", 1), ("c", "gamma", "api_key", 1),
     ("s", "solo", "api_key", 1),
 )  # fmt: skip
-DOWN: Final = "alpha"  # the model whose every call is reset during the outage
+DOWN: Final = "alpha"  # the model whose every call fails during the outage
 # Shorter than the defaults so that a bounded run sees breakers open and recover; timeouts
 # of one to two seconds so that a stalled call costs little.
 SETTINGS: Final = {
@@ -281,7 +284,7 @@ async def _drive(gateway: str, fake: str, manage_key: str, plan: ChaosPlan,
 
         async def outage() -> None:
             outage_began[0] = time.monotonic()
-            await operator.fake_post("/_fake/models", {"model": DOWN, "knobs": {"reset": "before"}})
+            await operator.fake_post("/_fake/models", {"model": DOWN, "knobs": OUTAGE_KNOBS})
 
         async def lift() -> None:
             await asyncio.sleep(outage_began[0] + OUTAGE_MIN_SECONDS - time.monotonic())
@@ -292,7 +295,7 @@ async def _drive(gateway: str, fake: str, manage_key: str, plan: ChaosPlan,
             lifted.append(asyncio.create_task(lift()))
 
         milestones: list[Milestone] = [
-            (OUTAGE[0], f"outage: every {DOWN} call reset", outage),
+            (OUTAGE[0], f"outage: every {DOWN} call stalls", outage),
             (OUTAGE[1], f"outage may end (after {OUTAGE_MIN_SECONDS:.0f} s)", end_outage),
             (REDIS_KILL, "redis-server killed (SIGKILL)", lambda: asyncio.to_thread(redis.kill)),
             (REDIS_BACK, "redis-server started again", lambda: asyncio.to_thread(redis.start)),
