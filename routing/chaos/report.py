@@ -164,12 +164,16 @@ def report(result: ChaosResult) -> str:
     recovered = ("never" if result.recovered_after is None
                  else f"{result.recovered_after:.1f} s into the recovery phase")  # fmt: skip
     states = Counter(str(c.get("test_status")) for c in result.connections)
+    others = sorted(n for n, seen in result.seen.breakers.items()
+                    if "open" in seen and not n.startswith("chaos-a-"))  # fmt: skip
     lines += [
         f"Breakers seen (health polled every 0.3 s): {breakers}. All CLOSED, no lockout left "
         f"and the store back on Redis: {recovered} ({sum(result.recovery.values())} healthy "
         f"requests, {result.recovery[OK]} answered). Store degraded while Redis was down: "
         f"{'yes' if result.seen.store_degraded_seen else 'no'}; at the end: "
-        f"{result.final_store.get('backend')}, degraded={result.final_store.get('degraded')}.",
+        f"{result.final_store.get('backend')}, degraded={result.final_store.get('degraded')}. "
+        f"Breakers that opened besides the outage's (random faults only, no check): "
+        f"{', '.join(others) or 'none'}.",
         f"Connections at the end ({len(result.connections)}): "
         + ", ".join(f"{s} × {n}" for s, n in sorted(states.items()))
         + f"; terminal (banned, expired, credits_exhausted): "
@@ -191,6 +195,10 @@ def _fault_table(result: ChaosResult) -> str:
     ])  # fmt: skip
 
 
+def _fill(text: str) -> str:
+    return textwrap.fill(text, 95, break_long_words=False, break_on_hyphens=False)
+
+
 def section(result: ChaosResult, title: str, stamp: str) -> str:
     """The dated ``chaos`` section of BENCHMARKS.md."""
     plan = result.plan
@@ -208,9 +216,9 @@ def section(result: ChaosResult, title: str, stamp: str) -> str:
         f"`local` profile, two connections) stalls until the gateway times out (at least "
         f"{OUTAGE_MIN_SECONDS:.0f} s); at {REDIS_KILL:.0%} the redis-server is "
         f"killed (SIGKILL), at {REDIS_BACK:.0%} started again (empty). Settings changed from "
-        "the defaults, so that a bounded run sees timeouts, opens and recoveries: "
-        f"`{orjson.dumps(SETTINGS).decode()}`."
+        "the defaults, so that a bounded run sees timeouts, opens and recoveries:"
     )
+    changed = f"`{orjson.dumps(SETTINGS).decode()}`"
     formula = (
         f"Success bound: each call fails with p = {p:.2f}, q = {q:.2f} of it mid-answer (after "
         "the first content). A JSON request fails only if every target fails: 1 − p^k. A stream "
@@ -228,7 +236,6 @@ def section(result: ChaosResult, title: str, stamp: str) -> str:
         "refused (the spec's single-model rule: no cooldown wait)."
     )
     parts = [
-        title, textwrap.fill(intro, 95), _fault_table(result), textwrap.fill(formula, 95),
-        report(result),
+        title, _fill(intro) + "\n" + changed, _fault_table(result), _fill(formula), report(result),
     ]  # fmt: skip
     return "\n\n".join(parts) + "\n"
