@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench bench-more availability soak soak-short install browser clean fuzz
+.PHONY: run test lint bench bench-more availability soak soak-short chaos chaos-short install browser clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -49,7 +49,7 @@ test: lint browser
 
 # The load tools run on this machine like the demo (debug on); the gateways they start set
 # their own keys.
-bench bench-more availability soak soak-short: export OMNIROUTE_DEBUG ?= 1
+bench bench-more availability soak soak-short chaos chaos-short: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
 
@@ -86,6 +86,16 @@ soak: $(VENV)/.installed
 
 soak-short: $(VENV)/.installed
 	$(PY) manage.py soak --duration 20 --warm-up 8 --bound 32
+
+# Seeded upstream faults, a provider outage and a Redis kill (the run's own redis-server) under
+# load: no hang, no double or truncated answer, breakers recover, no terminal state
+# (BENCHMARKS.md). chaos-short is the version .ci/run runs (under a minute).
+CHAOS_ARGS ?=
+chaos: $(VENV)/.installed
+	$(PY) manage.py chaos --requests 2000 --concurrency 16 --write $(CHAOS_ARGS)
+
+chaos-short: $(VENV)/.installed
+	$(PY) manage.py chaos --requests 600 --concurrency 16 --duration 60 $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) data .mypy_cache .ruff_cache

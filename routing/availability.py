@@ -151,7 +151,7 @@ async def _load(
         return dict(outcomes), time.perf_counter() - started
 
 
-class _Operator:
+class Operator:
     """The management API of the gateway, and the fake's control endpoints."""
 
     def __init__(self, session: aiohttp.ClientSession, gateway: str, fake: str, key: str) -> None:
@@ -189,7 +189,7 @@ async def _scenarios(
 ) -> list[ScenarioResult]:
     results = []
     async with aiohttp.ClientSession(timeout=_TIMEOUT) as session:
-        operator = _Operator(session, gateway, fake, manage_key)
+        operator = Operator(session, gateway, fake, manage_key)
         for scenario in scenarios:
             model, key = await operator.route(scenario, plan)
             await operator.fake_stats(reset=True)
@@ -202,7 +202,7 @@ async def _scenarios(
     return results
 
 
-def _prepare(env: dict[str, str]) -> str:
+def prepare_operator(env: dict[str, str]) -> str:
     """Migrate the gateway's database; return a new key with the ``manage`` scope."""
     subprocess.run(manage("migrate", "--noinput", "-v", "0"), env=env, check=True)
     argv = manage("createapikey", "--name", "availability-operator", "--scope", "manage")
@@ -218,7 +218,7 @@ def run_availability(
         ThreadPoolExecutor(max_workers=1) as pool,
     ):
         env = gateway_env(data_dir)
-        prepared = pool.submit(_prepare, env)  # the database migrates while the fake starts
+        prepared = pool.submit(prepare_operator, env)  # migrates while the fake starts
         fake_port, gw_port = free_port(), free_port()
         fake_argv = manage("fakeupstream", "--port", str(fake_port), "--no-record",
                            "--seed", str(plan.seed))  # fmt: skip
@@ -273,10 +273,10 @@ def section(results: Sequence[ScenarioResult], plan: LoadPlan, stamp: str) -> st
     return f"{SECTION_TITLE}\n\n{textwrap.fill(intro, 95)}\n\n{report(results)}\n"
 
 
-def replace_section(document: str, new_section: str) -> str:
-    """``document`` with its ``## Availability`` section replaced, or the section appended."""
+def replace_section(document: str, new_section: str, title: str = SECTION_TITLE) -> str:
+    """``document`` with its section ``title`` replaced, or the section appended."""
     lines = document.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == SECTION_TITLE), None)
+    start = next((i for i, ln in enumerate(lines) if ln.rstrip() == title), None)
     if start is None:
         return document.rstrip("\n") + "\n\n" + new_section
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))

@@ -1,33 +1,23 @@
-"""A throwaway ``redis-server`` on a free port, which a test may kill and restart at will.
-
-Outage tests need a server of their own: killing the shared one would break every other test.
-The server keeps nothing on disk (``--save '' --appendonly no``), so a restart comes back
-empty, as a real Redis without persistence does.
-"""
+"""A throwaway ``redis-server`` for outage tests: :mod:`routing.redis_server`, skipped (failed
+when ``CI=true``) where no ``redis-server`` is installed."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from routing import redis_server
+from routing.redis_server import RedisServer
 
-START_TIMEOUT_SECONDS = 10.0
+__all__ = ["RedisServer", "redis_server_binary", "running_redis"]
 
 
 def redis_server_binary() -> str:
     """The ``redis-server`` executable; skip without one (fail when ``CI=true``)."""
-    binary = shutil.which("redis-server")
+    binary = redis_server.redis_server_binary()
     if binary is None:
         message = "redis-server is not installed (needed to start a Redis that can be killed)"
         if os.environ.get("CI") == "true":
@@ -36,70 +26,8 @@ def redis_server_binary() -> str:
     return binary
 
 
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-class RedisServer:
-    """One ``redis-server`` process on a fixed port; ``kill`` and ``start`` keep the port."""
-
-    def __init__(self, binary: str, directory: Path) -> None:
-        self.binary, self.directory = binary, directory
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        argv = [
-            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.directory),
-        ]  # fmt: skip
-        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.process = process
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not _answers(self.port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def kill(self) -> None:
-        """SIGKILL: the server vanishes without closing its connections politely."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()  # SIGKILL ends a stopped (SIGSTOP) process too
-            self.process.wait(timeout=10)
-        self.process = None
-
-    def restart(self) -> None:
-        self.kill()
-        self.start()
-
-    def pause(self) -> None:
-        """SIGSTOP: the server hangs (connections stay open, nothing answers)."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        self.process.send_signal(signal.SIGCONT)
-
-
 @contextmanager
 def running_redis() -> Iterator[RedisServer]:
     """A started server in a temporary directory; killed and removed afterwards."""
-    binary = redis_server_binary()
-    with tempfile.TemporaryDirectory(prefix="omniroute-redis-") as directory:
-        server = RedisServer(binary, Path(directory))
-        try:
-            server.start()
-            yield server
-        finally:
-            server.kill()
+    with redis_server.running_redis(redis_server_binary()) as server:
+        yield server

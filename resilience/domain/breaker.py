@@ -156,18 +156,21 @@ class Breaker:
         *,
         counted: bool = True,
         relevant: bool = True,
+        windowed: bool = True,
     ) -> Breaker:
         """Record a failure (§2.3). OPEN, and results of stale probes, change nothing.
 
         ``relevant``: the failure is not pinned to one pair, so it counts in the failure-rate
         window (decision 14); ``counted``: it also counts towards the consecutive thresholds
-        (a de-duplication window may say no).
+        (a de-duplication window may say no); ``windowed`` false: the call began before the
+        window did, so it is no call of the window (nor is its success, had it succeeded).
         """
         current = self.refreshed(policy, now)
         if current._is_stale(permit) or current.state == BreakerState.OPEN:
             return current
-        window = current.window.with_call(now, policy.window, failed=relevant)
-        current = replace(current, window=window)
+        if windowed or not current.window.active(now, policy.window):
+            window = current.window.with_call(now, policy.window, failed=relevant)
+            current = replace(current, window=window)
         if counted:
             current = current._counted_failure(now, kind)
         elif current.state != BreakerState.HALF_OPEN:

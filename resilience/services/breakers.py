@@ -137,9 +137,15 @@ async def breaker_record_failure(
     5xx or timeout: such a failure counts only once another pair of the provider failed within
     the window (otherwise it is pinned to its pair and is just a call). A failure arriving while
     the breaker cannot execute is dropped, so the open timer is not pushed forward. Returns the
-    breaker after a counted failure, or ``None`` when nothing was counted.
+    breaker after a counted failure, or ``None`` when nothing was counted. An attempt that began
+    with :data:`FRESH_PERMIT` (no record yet) is not counted in a failure-rate window that opened
+    while it ran: its success would not have been, and counting only its failure would make a
+    burst of concurrent calls look like a failure rate far above the real one.
     """
     probe = permit is not None and permit.probe
+    # The attempt began while the provider had no record: its success would not be recorded
+    # (the hot path skips it), so its failure is no call of a window another failure opened.
+    fresh = permit is FRESH_PERMIT
     now = store.clock()
     pinned = source is not None and not network and not probe
     relevant = True
@@ -162,7 +168,9 @@ async def breaker_record_failure(
             )
             breaker = replace(breaker, window=window)
         counted = first and relevant
-        after = breaker.after_failure(policy, now, kind, permit, counted=counted, relevant=relevant)
+        after = breaker.after_failure(
+            policy, now, kind, permit, counted=counted, relevant=relevant, windowed=not fresh
+        )
         return after, None
 
     after = (await _apply(store, name, step, policy)).after
