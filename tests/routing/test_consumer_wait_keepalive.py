@@ -5,7 +5,7 @@ that stream (no second head); one that ends in a failure tells it in-band, as Ch
 Completions' error event and ``[DONE]``. A request that does not wait keeps its status line.
 
 The waits run on the fake clock: the pause below advances it and notes how many messages the
-client had been sent when the wait began.
+app had sent the client when the wait began.
 """
 
 from __future__ import annotations
@@ -55,9 +55,21 @@ async def streamed(
     each wait began."""
     comm = communicator(gateway.app, gateway.key)
     sent_before_waits: list[int] = []
+    # Count what the app sent, not what is still queued: the reader drains the queue while the
+    # app runs (a wait may begin after an awaited write let the reader take the head).
+    sent = 0
+    queue = comm.output_queue
+    put_nowait = queue.put_nowait  # asyncio.Queue.put goes through it
+
+    def counting_put_nowait(message: Any) -> None:
+        nonlocal sent
+        sent += 1
+        put_nowait(message)
+
+    monkeypatch.setattr(queue, "put_nowait", counting_put_nowait)
 
     async def pause(seconds: float) -> None:
-        sent_before_waits.append(comm.output_queue.qsize())
+        sent_before_waits.append(sent)
         gateway.clock.advance(seconds)
 
     monkeypatch.setattr(routing_attempts, "pause", pause)
