@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +86,10 @@ def _leases() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-async def _connections(now: float) -> list[dict[str, Any]]:
+DatabaseCall = Callable[[Callable[..., Any]], Callable[..., Awaitable[Any]]]
+
+
+async def _connections(now: float, db: DatabaseCall) -> list[dict[str, Any]]:
     """Connections cooling down or in a terminal state, soonest back first."""
     store = get_store()
     states = {
@@ -98,7 +102,7 @@ async def _connections(now: float) -> list[dict[str, Any]]:
         for connection_id, state in states.items()
         if state.is_terminal or state.remaining(now) > 0
     }
-    names = await database_sync_to_async(connection_names)(set(out))
+    names = await db(connection_names)(set(out))
     rows = [
         {"connection_id": connection_id, "connection": names.get(connection_id, "?"),
          "state": str(state.test_status), "terminal": state.is_terminal,
@@ -127,9 +131,14 @@ def _locks(health: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def dashboard_snapshot(
-    traffic: TrafficWindow, *, monotonic: float | None = None
+    traffic: TrafficWindow,
+    *,
+    monotonic: float | None = None,
+    db: DatabaseCall = database_sync_to_async,
 ) -> dict[str, Any]:
-    """Everything the dashboard shows, now."""
+    """Everything the dashboard shows, now. ``db`` runs the database reads: Channels' wrapper
+    in the consumer (it closes the connections it leaves behind); a sync view passes
+    ``sync_to_async``, so the reads use the request's own connection, which stays open."""
     health = await health_full_payload()
     now = get_store().clock()
     return {
@@ -138,8 +147,8 @@ async def dashboard_snapshot(
         "status": health["status"],
         "store": health["store"],
         "breakers": _breakers(health),
-        "connections": await _connections(now),
+        "connections": await _connections(now, db),
         "locked_models": _locks(health),
-        "leases": await database_sync_to_async(_leases)(),
+        "leases": await db(_leases)(),
         "traffic": traffic.summary(time.monotonic() if monotonic is None else monotonic),
     }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -16,6 +16,6 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
     context = {
         **admin.site.each_context(request),
         "title": "Live dashboard",
-        "snapshot": async_to_sync(dashboard_snapshot)(TrafficWindow()),
+        "snapshot": async_to_sync(dashboard_snapshot)(TrafficWindow(), db=sync_to_async),
     }
     return TemplateResponse(request, "admin/dashboard.html", context)
