@@ -38,7 +38,7 @@ UNKNOWN_SUCCESS_SCORE = 0.5  # p2c: successRate / 100 when the success rate is u
 UNKNOWN_LATENCY_SCORE = 0.25  # p2c: the latency term when the latency is unknown or <= 0
 HALF_OPEN_PENALTY = 0.25  # p2c: subtracted from a target whose breaker is HALF_OPEN
 P2C_TIE_BAND = 0.02  # p2c: scores this close are a tie (about 2 points of success rate)
-P2C_LATENCY_TIE_MS = 1_000.0  # p2c: latencies this close are a tie (LLM calls take seconds)
+P2C_LATENCY_TIE_MS = 100.0  # p2c: latencies this close are a tie (network and machine noise)
 P2C_LATENCY_TIE_SHARE = 0.5  # p2c: and so are latencies within 50 % of each other
 P2C_MIN_SAMPLES = 5  # p2c: a target with fewer requests is not judged by its metrics yet
 P2C_STALE_SECONDS = 60.0  # p2c: nor one whose last request is older (it may have recovered)

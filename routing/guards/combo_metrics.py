@@ -20,6 +20,12 @@ from routing.domain.vocabulary import Strategy
 
 METRICS_TTL_SECONDS = 7 * 24 * 3600.0
 LATENCY_WEIGHT = 0.2  # of the newest sample in the mean
+# One sample moves the mean at most this far: a sample is counted as at most
+# SPIKE_FACTOR x the mean plus SPIKE_SLACK_MS. A single pause of the machine (a garbage
+# collection, a busy neighbour) must not make a healthy target look slow to p2c, while a target
+# that stays slow still reaches its real latency within a few requests (+60 % a request).
+SPIKE_FACTOR = 4.0
+SPIKE_SLACK_MS = 10.0
 _PREFIX = "combo-metrics:"
 
 
@@ -28,15 +34,26 @@ def metrics_key(combo: str, target: Target) -> str:
 
 
 def updated(current: Any, ok: bool, latency_ms: int, now: float | None = None) -> dict[str, Any]:
-    """A record with one more request, made at ``now`` (epoch seconds) (pure)."""
+    """A record with one more request, made at ``now`` (epoch seconds) (pure).
+
+    Every success is a latency sample, 0 ms included: a fast local upstream answers within the
+    millisecond, and a target whose samples were all dropped would have no latency while its
+    peers had one, which p2c reads as a difference (it once let one target run two requests
+    ahead of the others)."""
     record = current if isinstance(current, dict) else {}
     count = int(record.get("count", 0)) + 1
     succeeded = int(record.get("ok", 0)) + (1 if ok else 0)
     mean = record.get("latency_ms")
-    if ok and latency_ms > 0:
-        mean = latency_ms if mean is None else mean + LATENCY_WEIGHT * (latency_ms - mean)
+    if ok and latency_ms >= 0:
+        mean = float(latency_ms) if mean is None else _moved(float(mean), latency_ms)
     record = {"count": count, "ok": succeeded, "latency_ms": mean}
     return record if now is None else {**record, "at": now}
+
+
+def _moved(mean: float, sample: float) -> float:
+    """The mean after one more sample, the sample capped against spikes."""
+    capped = min(sample, mean * SPIKE_FACTOR + SPIKE_SLACK_MS)
+    return mean + LATENCY_WEIGHT * (capped - mean)
 
 
 class ComboMetricsRecorder:
@@ -51,9 +68,10 @@ class ComboMetricsRecorder:
             return
         ok, latency, now = outcome.ok, outcome.latency_ms, time.time()
         await self.store.update(
-            metrics_key(combo, target), lambda current: updated(current, ok, latency, now),
+            metrics_key(combo, target),
+            lambda current: updated(current, ok, latency, now),
             ttl=METRICS_TTL_SECONDS,
-        )  # fmt: skip
+        )
 
 
 LKGP_STRATEGIES = frozenset({Strategy.LKGP, Strategy.AUTO})

@@ -1,6 +1,7 @@
 """Combo strategies that spread load, measured through a real gateway process and the fake
 upstream over HTTP on 127.0.0.1 (1 000 requests each, concurrency 1): weighted 1:1:2 within 5
-percentage points, round-robin exact, least-used and p2c never more than one request apart.
+percentage points, round-robin exact, least-used and p2c never more than one request apart, and
+p2c sending a target five times slower clearly less.
 Every answer names the model that answered, not the combo."""
 
 from __future__ import annotations
@@ -35,14 +36,14 @@ def combo_route(
     return route, combo, key
 
 
-def serve(gateway: Gateway, key: str, combo: str) -> list[int]:
-    """The connection that answered each of ``REQUESTS`` requests, one after another."""
+def serve(gateway: Gateway, key: str, combo: str, requests: int = REQUESTS) -> list[int]:
+    """The connection that answered each of ``requests`` requests, one after another."""
     body: dict[str, Any] = {"model": combo, "messages": [{"role": "user", "content": "x"}]}
     answered = []
     with httpx.Client(
         base_url=f"{gateway.url}/v1", headers={"authorization": f"Bearer {key}"}, timeout=10
     ) as client:
-        for _ in range(REQUESTS):
+        for _ in range(requests):
             response = client.post("/chat/completions", json=body)
             assert response.status_code == 200, response.text
             assert response.json()["model"] == "m"  # the answering model, never the combo
@@ -84,3 +85,21 @@ def test_least_used_and_p2c_never_let_a_target_fall_two_behind(
     for cid in answered:
         running[cid] += 1
         assert max(running.values()) - min(running[c] for c in route.connections) <= 1
+
+
+def test_p2c_sends_a_target_five_times_slower_clearly_less(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    fast, slow = {**FAST, "latency_ms": 30}, {**FAST, "latency_ms": 150}
+    route = make_route(gateway, fake, fast, fast, slow)
+    combo, ids = f"p2c-slow-{route.provider}", route.connections
+    targets = [{"provider": route.provider, "model": "m", "connection": c} for c in ids]
+    gateway.post("/api/combos/", {"name": combo, "strategy": "p2c", "targets": targets})
+    key = gateway.post("/api/keys/", {"name": combo, "allowed_models": [combo]})["key"]
+
+    counts = Counter(serve(gateway, key, combo, requests=200))
+
+    # the slow one is measured (5 requests), then loses every pair it is drawn into; the fast
+    # two share the rest by the first pick's draw
+    assert counts[route.connections[2]] <= 20, counts
+    assert min(counts[route.connections[0]], counts[route.connections[1]]) >= 70, counts

@@ -355,8 +355,9 @@ def test_p2c_second_pick_is_among_the_least_used_others() -> None:
         (TargetMetrics(100, 2), TargetMetrics(100, 9), True),  # a few ms apart: noise
         (TargetMetrics(100, 4_000), TargetMetrics(99, 5_600), True),  # within 50 %, 1 point
         (TargetMetrics(100, 900), TargetMetrics(100, 2_700), False),  # 3x slower
-        (TargetMetrics(100, 40), TargetMetrics(100, 900), True),  # 860 ms: noise for an LLM call
-        (TargetMetrics(100, 40), TargetMetrics(100, 1_200), False),  # over a second apart
+        (TargetMetrics(100, 40), TargetMetrics(100, 130), True),  # 90 ms apart: noise
+        (TargetMetrics(100, 40), TargetMetrics(100, 200), False),  # 5x slower, 160 ms apart
+        (TargetMetrics(100, 2_000), TargetMetrics(100, 2_900), True),  # within 50 %
         (TargetMetrics(100, 100), TargetMetrics(90, 100), False),  # 10 points less success
         (TargetMetrics(100, 5), TargetMetrics(100, 5, "half_open"), False),
         (TargetMetrics(None, None), TargetMetrics(None, None), True),
