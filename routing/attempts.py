@@ -113,6 +113,12 @@ class AttemptContext:
     def verdict(self, target: Target) -> Verdict | None:
         return self.verdicts.get((target.connection.id, target.model))
 
+    def cannot_serve(self, target: Target) -> bool:
+        """``target`` answered that it cannot serve this request (model not found, context
+        too long): it does not count among the targets able to serve (spec decision 29)."""
+        verdict = self.verdict(target)
+        return verdict is not None and verdict.attribution.cannot_serve
+
     def retries_of(self, target: Target) -> int:
         return self.retries.get((target.connection.id, target.model), 0)
 
@@ -173,7 +179,9 @@ class AttemptLoop:
         return await self._fallback(context, payload)
 
     async def _pass(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
-        """One pass over the plan: its targets, then a retry of the last or a panic attempt."""
+        """One pass over the plan: its targets, then a retry of the last or a panic attempt
+        (also when the only targets tried answered that they cannot serve the request: a
+        target held back by a self-set timer may still serve it)."""
         last: Target | None = None
         targets = context.plan.targets
         for index, target in enumerate(targets):
@@ -184,7 +192,8 @@ class AttemptLoop:
             result = await self._try_target(target, context, payload, index < len(targets) - 1)
             if result.reply is not None or context.stopped:
                 return result
-            last = target
+            if not context.cannot_serve(target):
+                last = target
         if last is not None:
             return await self._retry(last, context, payload)
         return await self._panic(context, payload)

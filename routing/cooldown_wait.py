@@ -78,7 +78,8 @@ def wait_reason(timer: TimerClass, cause: str) -> str | None:
 
 def _timers(context: AttemptContext) -> list[Timer] | None:
     """Each target's timer as the last pass left it (excluded by one, or failed setting one);
-    ``None`` when some target has none. A fallback-only step kept back is no target here."""
+    ``None`` when some target has none. A fallback-only step kept back is no target here, nor
+    is one that answered that it cannot serve the request (model not found, context length)."""
     excluded = {(e.target.connection.id, e.target.model): e for e in context.exclusions}
     tried = {(t.connection.id, t.model) for t, _ in context.attempts[context.pass_start :]}
     timers: list[Timer] = []
@@ -93,6 +94,8 @@ def _timers(context: AttemptContext) -> list[Timer] | None:
             continue
         verdict = context.verdict(target) if pair in tried else None
         attribution = verdict.attribution if verdict is not None else None
+        if attribution is not None and attribution.cannot_serve:  # not a target to wait for
+            continue
         length_ms = verdict and (verdict.hint_ms or (attribution and attribution.lock_ms))
         if attribution is None or attribution.timer is None or not length_ms:
             return None

@@ -118,7 +118,7 @@ def _failure(context: AttemptContext) -> tuple[int, bytes, Headers]:
     outcome = context.last_outcome
     if context.deadline_hit:
         return _deadline_exceeded(context, headers)
-    if outcome is None:
+    if outcome is None or _only_timers_kept_a_server_out(context):
         return _all_excluded(context, headers)
     if outcome.kind is OutcomeKind.LOCAL:  # a local gate's own error, already shaped
         headers += [(name.encode(), value.encode()) for name, value in outcome.headers.items()
@@ -146,6 +146,15 @@ def _failure(context: AttemptContext) -> tuple[int, bytes, Headers]:
         return 504, error_body(message, "upstream_error", "upstream_timeout"), headers
     message = f"The upstream could not be reached ({outcome.detail})."
     return 502, error_body(message, "upstream_error", "upstream_unreachable"), headers
+
+
+def _only_timers_kept_a_server_out(context: AttemptContext) -> bool:
+    """Every target tried in the last pass answered that it cannot serve the request (a 404
+    model not found, a context too long) while a target that could serve it was held back by a
+    timer: the client hears about that timer, never another target's 404 (spec decision 29)."""
+    tried = context.attempts[context.pass_start :]
+    timed = any(e.retry_after_seconds for e in context.exclusions if not e.held_back)
+    return timed and bool(tried) and all(context.cannot_serve(t) for t, _ in tried)
 
 
 def _earliest_retry_after(context: AttemptContext) -> str | None:

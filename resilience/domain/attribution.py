@@ -77,6 +77,10 @@ ACCOUNT_STATUSES = frozenset({401, 402, 403})
 QUOTA_STATUSES = frozenset({429, 432})
 CONTEXT_CODES = frozenset({"context_length_exceeded", "string_above_max_length"})
 TOOL_LIMIT = "tool_limit"
+# A target that answered one of these cannot serve this request at all (it does not know the
+# model, or the prompt is too long for it): it is no reason to refuse while another target,
+# held back only by a timer, could still serve.
+CANNOT_SERVE_REASONS = frozenset({"model_not_found", "context_length"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,12 @@ class Attribution:
     @property
     def request_only(self) -> bool:
         return self.scope is Scope.REQUEST
+
+    @property
+    def cannot_serve(self) -> bool:
+        """The target cannot serve this request (a model it does not know, a prompt too long
+        for it), whatever its health: it does not count as a target able to serve."""
+        return self.scope is Scope.REQUEST and self.reason in CANNOT_SERVE_REASONS
 
 
 def _request(reason: str, *, fail_over: bool) -> Attribution:

@@ -287,6 +287,60 @@ async def test_a_combo_tries_its_next_target_after_a_404(
     assert gateway.fake.sent == [(PRIMARY, "nope"), (PRIMARY, "real")]
 
 
+async def test_a_combo_never_answers_a_404_while_a_self_set_timer_holds_a_server_back(
+    gateway: Gateway, acme: Provider, primary: int
+) -> None:
+    await database_sync_to_async(add_combo)("duo", acme, "nope", "a")
+    gateway.fake.behaviours[PRIMARY] = by_model(nope=NOT_FOUND, a=UNAVAILABLE)
+    await gateway.call("acme/a")
+    await gateway.call("acme/a")  # a failed twice in a row: its pair is locked (self-set)
+    assert await lock_remaining(gateway, primary, "a") > 0
+    gateway.fake.behaviours[PRIMARY] = by_model(nope=NOT_FOUND, a=OK)
+    calls = len(gateway.fake.calls)
+
+    reply = await gateway.call("duo")
+
+    # the 404 target cannot serve the request: the locked one gets the panic attempt
+    assert reply.status == 200
+    assert reply.decision()["panic"] == "1"
+    assert gateway.fake.sent[calls:] == [(PRIMARY, "nope"), (PRIMARY, "a")]
+
+
+async def test_a_combo_answers_the_timer_not_a_404_when_its_server_cannot_be_waited_for(
+    gateway: Gateway, acme: Provider, primary: int
+) -> None:
+    await database_sync_to_async(resilience_settings_update)(
+        patch={"comboCooldownWait": {"enabled": False}}
+    )
+    await database_sync_to_async(add_combo)("duo", acme, "nope", "a")
+    limited = error(429, "slow down", headers={"retry-after": "20"})
+    gateway.fake.behaviours[PRIMARY] = by_model(nope=NOT_FOUND, a=limited)
+    assert (await gateway.call("acme/a")).status == 429  # a 20 s hint: the pair is locked
+
+    reply = await gateway.call("duo")
+
+    assert (reply.status, reply.json()["error"]["code"]) == (503, "all_targets_cooling_down")
+    assert reply.headers["retry-after"] == "20"
+    assert "model_lockout" in reply.decision()["excluded"]
+
+
+async def test_a_combo_waits_for_a_hinted_timer_instead_of_answering_a_404(
+    gateway: Gateway, acme: Provider, primary: int
+) -> None:
+    await database_sync_to_async(add_combo)("duo", acme, "nope", "a")
+    limited = error(429, "slow down", headers={"retry-after": "20"})
+    gateway.fake.behaviours[PRIMARY] = by_model(nope=NOT_FOUND, a=limited)
+    assert (await gateway.call("acme/a")).status == 429
+    gateway.fake.behaviours[PRIMARY] = by_model(nope=NOT_FOUND, a=OK)
+    started = gateway.clock.now
+
+    reply = await gateway.call("duo")
+
+    assert reply.status == 200
+    assert gateway.fake.sent[-1] == (PRIMARY, "a")
+    assert gateway.clock.now - started >= 20  # the lock was waited out (on the fake clock)
+
+
 async def test_context_length_moves_to_the_next_target_without_a_retry(
     gateway: Gateway, acme: Provider, primary: int
 ) -> None:
