@@ -35,7 +35,13 @@ from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
 from routing.domain.lease_routing import LeaseClaim
 from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
-from routing.domain.planning import RoutePlan, Target, plan_route
+from routing.domain.planning import (
+    RoutePlan,
+    Target,
+    plan_route,
+    same_model_first,
+    serves_same_model,
+)
 from routing.payload import encode_for_target
 from routing.seams import (
     EligibilityFilter,
@@ -163,8 +169,10 @@ class AttemptLoop:
 
     async def run(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Try the plan's targets in order, each as the attempt policy says, until one succeeds,
-        the policy stops, or the request's deadline runs out; when every target was excluded
-        by a timer worth waiting for, wait it out and try again (``routing.cooldown_wait``)."""
+        the policy stops, or the request's deadline runs out. When every target that could
+        serve was held back by timers: wait for an upstream-hinted one to end and try again
+        (``routing.cooldown_wait``), then one panic attempt on a self-set one, then the
+        emergency fallback model (spec decisions 20 and 29)."""
         while True:
             context.pass_start = len(context.attempts)
             result = await self._pass(context, payload)
@@ -176,37 +184,61 @@ class AttemptLoop:
             await context.before_wait()
             await pause(wait)
             context.exclusions.clear()  # the next pass explains itself
+        if not self._tried_a_server(context):
+            result = await self._panic(context, payload)
+            if result.reply is not None or context.stopped or context.out_of_time():
+                return result
         return await self._fallback(context, payload)
 
     async def _pass(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
-        """One pass over the plan: its targets, then a retry of the last or a panic attempt
-        (also when the only targets tried answered that they cannot serve the request: a
-        target held back by a self-set timer may still serve it)."""
+        """One pass over the plan: its targets, then a retry of the last one tried that could
+        serve the request. After a short upstream hint, the targets serving the same model on
+        other connections move to the front of what is left (an equivalent account answers
+        now, before a target that would change the model)."""
         last: Target | None = None
-        targets = context.plan.targets
-        for index, target in enumerate(targets):
+        rest = list(context.plan.targets)
+        while rest:
+            target = rest.pop(0)
             if context.out_of_time():
                 return AttemptResult()
             if await self.excluded(target, context):
                 continue
-            result = await self._try_target(target, context, payload, index < len(targets) - 1)
+            result = await self._try_target(target, context, payload, rest)
             if result.reply is not None or context.stopped:
                 return result
             if not context.cannot_serve(target):
                 last = target
+            if self._short_hint(target, context):
+                rest = same_model_first(rest, target)
         if last is not None:
             return await self._retry(last, context, payload)
-        return await self._panic(context, payload)
+        return AttemptResult()
+
+    def _tried_a_server(self, context: AttemptContext) -> bool:
+        """The last pass tried a target that could serve the request (not only ones that
+        answered model not found or context too long)."""
+        tried = context.attempts[context.pass_start :]
+        return any(not context.cannot_serve(target) for target, _ in tried)
+
+    def _short_hint(self, target: Target, context: AttemptContext) -> bool:
+        verdict = context.verdict(target)
+        hint = verdict.hint_ms if verdict is not None else None
+        return hint is not None and 0 < hint <= context.policy.max_retry_after_wait_ms
 
     async def _try_target(
-        self, target: Target, context: AttemptContext, payload: dict[str, object], others: bool
+        self,
+        target: Target,
+        context: AttemptContext,
+        payload: dict[str, object],
+        rest: Sequence[Target],
     ) -> AttemptResult:
-        """One target: an attempt, then the policy's retries of it."""
+        """One target: an attempt, then the policy's retries of it (``rest``: the targets
+        left after it in this pass)."""
         while True:
             result = await self.attempt(target, context, payload)
             if result.reply is not None:
                 return result
-            decision = self._decide(target, context, others)
+            decision = self._decide(target, context, rest)
             if decision.step is Step.STOP:
                 context.stopped = True
                 return result
@@ -218,7 +250,7 @@ class AttemptLoop:
             if context.out_of_time() or await self.excluded(target, context):
                 return result
 
-    def _decide(self, target: Target, context: AttemptContext, others: bool) -> Decision:
+    def _decide(self, target: Target, context: AttemptContext, rest: Sequence[Target]) -> Decision:
         verdict, outcome = context.verdict(target), context.last_outcome
         if verdict is None:  # no recorder said anything: the outcome alone decides
             moves = outcome is not None and should_fail_over(outcome)
@@ -235,9 +267,14 @@ class AttemptLoop:
         hint_ms = None if verdict.attribution.reason == QUOTA_EXHAUSTED else verdict.hint_ms
         failure = Failure(verdict.fail_over, verdict.transient, connection_level, reopen, hint_ms)
         return decide(
-            failure, context.policy, retries_used=context.retries_of(target),
-            others_left=others, remaining_seconds=context.remaining(), jitter=jitter(),
-        )  # fmt: skip
+            failure,
+            context.policy,
+            retries_used=context.retries_of(target),
+            others_left=bool(rest),
+            remaining_seconds=context.remaining(),
+            jitter=jitter(),
+            same_model_left=any(serves_same_model(target, other) for other in rest),
+        )
 
     async def attempt(
         self, target: Target, context: AttemptContext, payload: dict[str, object]
@@ -345,12 +382,11 @@ class AttemptLoop:
         return await self.attempt(target, context, payload)
 
     async def _panic(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
-        """Decision 15: every target excluded by self-set timers only → one attempt anyway, on
-        the target whose timer ends first (it is also that timer's probe)."""
-        exclusions = [e for e in context.exclusions if not e.held_back]
+        """Decisions 15 and 29: every target that could serve was held back by timers → one
+        attempt anyway on the target whose self-set timer ends first (it is also that timer's
+        probe). Timers of other classes keep their own targets out but do not prevent it."""
+        exclusions = [e for e in context.exclusions if e.panic_overridable and not e.held_back]
         if not context.snapshot.availability.panic_enabled or not exclusions:
-            return AttemptResult()
-        if not all(e.panic_overridable for e in exclusions):
             return AttemptResult()
         first = min(exclusions, key=lambda e: e.retry_after_seconds or 0.0)
         if await self.excluded(first.target, context, panic=True):

@@ -1,19 +1,22 @@
-"""The combo cooldown-aware wait (reference-part2 §4; spec decisions 11 and 20, step 3): when a
-pass over a combo's plan ended with every target behind a timer (excluded by one, or failed
-setting one), wait for the one that ends first and try again, instead of answering 429 or 503
-at once. A single model keeps only the attempt policy's wait for a short ``Retry-After``.
+"""The cooldown-aware wait (reference-part2 §4; spec decisions 11, 20 step 3, 23, 28 and 29):
+when a pass over a request's plan ended with every target that could serve it behind a timer
+(excluded by one, or failed setting one), wait for the earliest upstream-hinted timer and try
+again, instead of answering 429 or 503 at once. Single models and combos wait through this one
+mechanism; the longest single wait is ``attempts.maxRetryAfterWaitMs`` for a single model and
+``comboCooldownWait.maxWaitMs`` for a combo, and ``comboCooldownWait``'s ``maxAttempts`` and
+``budgetMs`` bound the waits of every request (its ``enabled`` switch is the combos' own).
 
-Decision 20 waits for upstream-hinted timers only. The timer's class stands for the reason
-§4.3 judges: an upstream hint (``Retry-After``, reset headers) is ``rate_limit`` (waited for);
-a quota timer is ``quota_exhausted`` (never: its reset is hours away). A quota exhaustion is
-not waited for even when its answer carried a short ``Retry-After`` (the pair is locked for
-the hint, but a quota rarely comes back in seconds): the reason of the failure, or of the lock
-it left, wins over the timer's class. Self-set timers are the panic attempt's (decision 15),
-an open breaker answers 503 ``provider_circuit_open`` or joins ``all_targets_cooling_down``,
-and operator and terminal timers are never waited for: the shortest timer of another class
-means no wait. The wait is the timer's remainder plus :data:`MARGIN_MS`, within
-``comboCooldownWait`` (``maxWaitMs`` per wait, ``maxAttempts`` waits, ``budgetMs`` in all) and
-the request's deadline.
+Only upstream-hinted timers are waited for: the upstream said when it takes calls again. The
+timer's class stands for the reason §4.3 judges: an upstream hint (``Retry-After``, reset
+headers) is ``rate_limit`` (waited for); a quota timer is ``quota_exhausted`` (never: its reset
+is hours away). A quota exhaustion is not waited for even when its answer carried a short
+``Retry-After``: the reason of the failure, or of the lock it left, wins over the timer's
+class. Timers of other classes exclude their own targets and never block the wait for a
+hinted one; self-set timers are the panic attempt's (decision 15). The wait is the timer's
+remainder plus :data:`MARGIN_MS`, within the caps and the request's deadline.
+
+A request that waits for another request's probe of a pair (``Exclusion.polling``) looks again
+every tenth of a second; those polls spend the budget but are not counted as waits.
 
 Before each wait the loop awaits ``AttemptContext.before_wait``: nothing by default; for a
 streaming client, the consumer's keep-alive (the answer's head and an SSE comment at once, so
@@ -22,11 +25,12 @@ that a long wait does not trip the client's first-byte timeout; §4.7).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, NamedTuple
 
 from resilience.domain.attribution import TimerClass
 from resilience.domain.classification import Reason
-from resilience.domain.combo_cooldown_wait import should_wait
+from resilience.domain.combo_cooldown_wait import ComboCooldownWaitSettings, should_wait
 from resilience.domain.lockout import model_slots
 from routing.domain.vocabulary import ExclusionReason
 
@@ -36,30 +40,50 @@ if TYPE_CHECKING:
 
 MARGIN_MS = 50
 QUOTA_EXHAUSTED = str(Reason.QUOTA_EXHAUSTED)
-REASON_OF_TIMER = {TimerClass.HINTED: "rate_limit", TimerClass.QUOTA: QUOTA_EXHAUSTED}
-Timer = tuple[float, TimerClass, str]  # seconds left, its class, the failure's reason
+RATE_LIMIT = "rate_limit"
+REASON_OF_TIMER = {TimerClass.HINTED: RATE_LIMIT, TimerClass.QUOTA: QUOTA_EXHAUSTED}
 LOCKED = ExclusionReason.MODEL_LOCKOUT
+
+
+class Timer(NamedTuple):
+    """One target's timer as the last pass left it (ordered by what is left of it)."""
+
+    seconds: float
+    timer: TimerClass
+    cause: str  # the reason of the failure that set it
+    polling: bool = False  # waiting for another request's probe of the target
 
 
 def cooldown_wait(context: AttemptContext) -> float | None:
     """Seconds to wait before another pass, or ``None``: no wait (a target is free of timers,
     no timer is worth waiting for, or the settings, the budget or the deadline say no)."""
-    settings = context.snapshot.combo_cooldown_wait
-    if not settings.enabled or context.plan.combo is None:  # a single model: the attempt
-        return None  # policy's short Retry-After wait is its only one
-    timers = _timers(context)
-    if timers is None:
+    settings = _settings(context)
+    timers = _timers(context) if settings is not None else None
+    if settings is None or timers is None:
         return None
-    seconds, timer, cause = min(timers)
-    reason = wait_reason(timer, cause)
-    wait_ms = seconds * 1000 + MARGIN_MS
+    waitable = [t for t in timers if wait_reason(t.timer, t.cause) == RATE_LIMIT]
+    if not waitable:
+        return None
+    earliest = min(waitable)
+    wait_ms = earliest.seconds * 1000 + MARGIN_MS
     budget_left_ms = min(settings.budget_ms - context.waited_ms, context.remaining() * 1000)
-    granted, coerced = should_wait(reason, wait_ms, context.waits, budget_left_ms, settings)
+    waits = 0 if earliest.polling else context.waits  # a poll is not one of the waits
+    granted, coerced = should_wait(RATE_LIMIT, wait_ms, waits, budget_left_ms, settings)
     if not granted:
         return None
-    context.waits += 1
+    context.waits += 0 if earliest.polling else 1
     context.waited_ms += coerced
     return coerced / 1000
+
+
+def _settings(context: AttemptContext) -> ComboCooldownWaitSettings | None:
+    """The wait's bounds for this request: a combo's ``comboCooldownWait`` (``None`` when it
+    is off); for a single model the same budget and count, each wait at most the attempt
+    policy's ``maxRetryAfterWaitMs``."""
+    settings = context.snapshot.combo_cooldown_wait
+    if context.plan.combo is not None:
+        return settings if settings.enabled else None
+    return replace(settings, enabled=True, max_wait_ms=context.policy.max_retry_after_wait_ms)
 
 
 async def no_keep_alive() -> None:
@@ -90,7 +114,8 @@ def _timers(context: AttemptContext) -> list[Timer] | None:
             continue
         if exclusion is not None and exclusion.retry_after_seconds:
             cause = _lock_reason(context, target) if exclusion.reason == LOCKED else ""
-            timers.append((exclusion.retry_after_seconds, TimerClass(exclusion.timer), cause))
+            timer = TimerClass(exclusion.timer)
+            timers.append(Timer(exclusion.retry_after_seconds, timer, cause, exclusion.polling))
             continue
         verdict = context.verdict(target) if pair in tried else None
         attribution = verdict.attribution if verdict is not None else None
@@ -99,7 +124,7 @@ def _timers(context: AttemptContext) -> list[Timer] | None:
         length_ms = verdict and (verdict.hint_ms or (attribution and attribution.lock_ms))
         if attribution is None or attribution.timer is None or not length_ms:
             return None
-        timers.append((length_ms / 1000, attribution.timer, attribution.reason))
+        timers.append(Timer(length_ms / 1000, attribution.timer, attribution.reason))
     return timers or None
 
 

@@ -37,6 +37,9 @@ class Exclusion:
     reason: str
     retry_after_seconds: float | None = None
     timer: str = TimerClass.OPERATOR
+    # Waiting for another request's probe of the target, to follow it: a short poll that is
+    # not one of the request's cooldown waits.
+    polling: bool = False
 
     def describe(self) -> str:
         return f"{self.target.label}@{self.target.connection.id}:{self.reason}"

@@ -6,8 +6,10 @@ After a failure the loop either **retries** the same target (after a wait), move
 
 * a failure the request caused and no other target can fix (content policy, invalid
   parameters): stop;
-* an upstream ``Retry-After`` (or reset) within ``max_retry_after_wait_ms``: wait it out and
-  retry the same target; a longer one: the next target;
+* an upstream ``Retry-After`` (or reset) within ``max_retry_after_wait_ms``: the next target
+  at once when one serving the same model on another connection is left (an equivalent
+  account answers now), else wait it out and retry the same target; a longer one: the next
+  target;
 * a stream that broke before its first token, with ``streamRecovery.enabled``: reopened once
   on the same target (the reference's same-account early recovery);
 * a connect error, a reset or a timeout: retry once when no other target is left, else the
@@ -77,8 +79,10 @@ def decide(
     others_left: bool,
     remaining_seconds: float,
     jitter: float,
+    same_model_left: bool = False,
 ) -> Decision:
-    """The next move after ``failure`` (``jitter`` is a uniform draw in [0, 1))."""
+    """The next move after ``failure`` (``jitter`` is a uniform draw in [0, 1));
+    ``same_model_left``: a target serving the same model on another connection is left."""
     onward = Decision(Step.NEXT if failure.fail_over else Step.STOP)
     if not failure.fail_over:
         return onward
@@ -88,6 +92,8 @@ def decide(
     if failure.hint_ms is not None and failure.hint_ms > 0:
         wait = failure.hint_ms / 1000
         short = failure.hint_ms <= policy.max_retry_after_wait_ms
+        if short and same_model_left:
+            return onward
         if short and retry_left and wait < remaining_seconds:
             return Decision(Step.RETRY, wait)
         return onward

@@ -116,17 +116,43 @@ class FailureState:
     window: float
     last_cooldown: float
     consecutive: int = 0  # transient failures in a row (decision 14); a success resets it
+    # The last hinted refusal's hint ends then (epoch seconds; 0: none since the last success).
+    hinted_until: float = 0.0
+    # A hinted lock whose end no success has followed yet: its start (0: none). When the lock
+    # ends, one request probes the pair and the others wait for its answer.
+    hinted_lock_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n": self.failure_count, "last": self.last_failure_at, "window": self.window,
-                "cooldown": self.last_cooldown, "run": self.consecutive}  # fmt: skip
+        data = {
+            "n": self.failure_count,
+            "last": self.last_failure_at,
+            "window": self.window,
+            "cooldown": self.last_cooldown,
+            "run": self.consecutive,
+        }
+        if self.hinted_until:
+            data["hinted"] = self.hinted_until
+        if self.hinted_lock_at:
+            data["hinted_lock"] = self.hinted_lock_at
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FailureState:
         return cls(
-            int(data["n"]), float(data["last"]), float(data["window"]), float(data["cooldown"]),
+            int(data["n"]),
+            float(data["last"]),
+            float(data["window"]),
+            float(data["cooldown"]),
             int(data.get("run") or 0),
-        )  # fmt: skip
+            float(data.get("hinted") or 0.0),
+            float(data.get("hinted_lock") or 0.0),
+        )
+
+    def hinted_evidence(self, now: float) -> bool:
+        """Whether a hinted refusal at ``now`` is the pair's second in a row: the previous
+        completed attempt was refused with a hint that still runs, or was the probe of a
+        hinted lock (no success completed since, or the state would have been reset)."""
+        return self.hinted_until >= now or self.hinted_lock_at > 0
 
     def inside(self, now: float) -> bool:
         """Whether a failure at ``now`` continues this state's run (§5.3 window)."""
@@ -200,6 +226,43 @@ def record_failure(
     return state, Lock(request.reason, now + cooldown, now, count, request.timer)
 
 
+def record_hinted(
+    previous: FailureState | None,
+    lock: Lock | None,
+    request: LockRequest,
+    settings: LockoutSettings,
+    *,
+    now: float,
+    tz: dt.tzinfo,
+    short: bool,
+) -> tuple[FailureState, Lock | None]:
+    """One refusal that said when to come back (a ``Retry-After``, reset headers or reset
+    text), for ``request.exact_cooldown_ms``.
+
+    A ``short`` hint (within the attempt policy's wait) is the request's own business: the
+    request that got it waits it out or fails over, and the pair stays open to others, since
+    one rate-limited call among many says little about the next. It locks the pair for
+    everyone only on evidence of a real limit: the pair's previous completed attempt was a
+    hinted refusal too, its hint still running (:meth:`FailureState.hinted_evidence`). A
+    long hint, or a quota, locks the pair at once. Either way the hint is remembered, so that
+    the next refusal can be judged."""
+    hint_ends = now + (request.exact_cooldown_ms or 0) / 1000
+    evidence = previous is not None and previous.hinted_evidence(now)
+    if short and not evidence:
+        state = previous or FailureState(0, now, DEFAULT_WINDOW_SECONDS, 0.0)
+        return replace(state, hinted_until=hint_ends), lock
+    state, placed = record_failure(previous, lock, request, settings, now=now, tz=tz)
+    return replace(state, hinted_until=hint_ends, hinted_lock_at=placed.locked_at), placed
+
+
+def probe_settled(previous: FailureState | None) -> FailureState | None:
+    """The pair's state after an attempt that was neither a success nor a hinted refusal (a
+    5xx, a timeout): a hinted lock's probe, if one was out, has had its answer."""
+    if previous is None or not previous.hinted_lock_at:
+        return previous
+    return replace(previous, hinted_lock_at=0.0, hinted_until=0.0)
+
+
 def record_transient(
     previous: FailureState | None,
     lock: Lock | None,
@@ -232,12 +295,16 @@ def record_transient(
 
 
 def decay(previous: FailureState | None) -> FailureState | None:
-    """A success halves the failure count and ends the run; ``None`` at 0 (the lock goes
-    too: decision 6)."""
+    """A success halves the failure count and ends the run and any hinted evidence; ``None``
+    at 0 (the lock goes too: decision 6)."""
     if previous is None:
         return None
     halved = previous.failure_count // 2
-    return replace(previous, failure_count=halved, consecutive=0) if halved > 0 else None
+    if halved <= 0:
+        return None
+    return replace(
+        previous, failure_count=halved, consecutive=0, hinted_until=0.0, hinted_lock_at=0.0
+    )
 
 
 def reason_for_status(status: int) -> str:

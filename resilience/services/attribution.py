@@ -51,6 +51,7 @@ from resilience.services.lockouts import (
     LockRecord,
     lockout_record_failure,
     lockout_record_success,
+    pair_record_hinted,
     pair_record_transient,
 )
 from resilience.services.streaks import streak_clear, streak_record_refusal
@@ -85,6 +86,9 @@ class Policies:
     lockout: LockoutSettings = field(default_factory=LockoutSettings)
     availability: AvailabilitySettings = field(default_factory=AvailabilitySettings)
     tz: tzinfo = UTC
+    # A hint up to this long is "short": the request that got it handles it, and it locks the
+    # pair for others only on evidence (the global ``attempts.maxRetryAfterWaitMs``).
+    short_hint_ms: int = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +183,8 @@ async def _charge_pair(
     if attribution.lock_ms <= 0 and attribution.timer is not TimerClass.OPERATOR:
         return Effect.NONE
     hinted = attribution.timer is TimerClass.HINTED
+    if hinted:
+        return await _charge_hinted_pair(store, subject, attribution, policies)
     request = LockRequest(
         reason=attribution.reason or "unknown",
         exact_cooldown_ms=attribution.lock_ms or None,
@@ -192,6 +198,33 @@ async def _charge_pair(
         tz=policies.tz,
     )  # fmt: skip
     return Effect.LOCKED
+
+
+async def _charge_hinted_pair(
+    store: StateStore, subject: Subject, attribution: Attribution, policies: Policies
+) -> Effect:
+    """An upstream hint on the pair: exactly what the upstream said, for everyone only when
+    it is long, a quota, or the pair's second hinted refusal in a row (spec decision 23)."""
+    quota = attribution.reason == Reason.QUOTA_EXHAUSTED
+    short = not quota and attribution.lock_ms <= policies.short_hint_ms
+    request = LockRequest(
+        reason=attribution.reason or "unknown",
+        exact_cooldown_ms=attribution.lock_ms,
+        exact_is_upstream_reset=True,
+        window_seconds=policies.breaker.reset_timeout,
+        timer=TimerClass.HINTED,
+    )
+    lock = await pair_record_hinted(
+        store=store,
+        provider=subject.provider,
+        connection_id=subject.connection_id,
+        model=subject.model,
+        request=request,
+        settings=policies.lockout,
+        tz=policies.tz,
+        short=short,
+    )
+    return Effect.LOCKED if lock is not None else Effect.COUNTED
 
 
 async def _charge_connection(

@@ -27,7 +27,9 @@ from resilience.domain.lockout import (
     decay,
     model_slot,
     model_slots,
+    probe_settled,
     record_failure,
+    record_hinted,
     record_transient,
 )
 from resilience.events import ResilienceEvent, emit
@@ -97,6 +99,13 @@ class LockRecord:
         if state is None or state.consecutive < threshold:
             return None
         return state.last_failure_at
+
+    def awaiting_hinted_probe(self, model: str) -> float | None:
+        """A pair whose upstream-hinted lock has ended with no success since: the next
+        request is its probe, the others wait for its answer. Returns the lock's start (its
+        generation), or ``None``."""
+        state = self.failures.get(model_slot(model, LockScope.EXACT))
+        return state.hinted_lock_at if state is not None and state.hinted_lock_at else None
 
     def lock_for(self, model: str, now: float) -> Lock | None:
         """The live lock with the latest end among the model's slots."""
@@ -179,6 +188,45 @@ async def lockout_record_failure(
     return lock
 
 
+async def pair_record_hinted(
+    *,
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    request: LockRequest,
+    settings: LockoutSettings,
+    tz: dt.tzinfo,
+    short: bool,
+) -> Lock | None:
+    """Record one hinted refusal of the pair; the lock it placed for everyone, if any (a
+    ``short`` hint locks only on evidence of a real limit: ``record_hinted``). A placed lock is
+    in the database before the answer (spec decision 18)."""
+    slot = model_slot(model, LockScope.EXACT)
+    now = store.clock()
+
+    def step(record: LockRecord) -> LockRecord:
+        state, lock = record_hinted(
+            record.failures.get(slot),
+            record.locks.get(slot),
+            request,
+            settings,
+            now=now,
+            tz=tz,
+            short=short,
+        )
+        record.failures[slot] = state
+        if lock is not None:
+            record.locks[slot] = lock
+        return record
+
+    lock = (await _change(store, provider, connection_id, step, durable=True)).locks.get(slot)
+    if lock is None or lock.locked_at != now:
+        return None
+    _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
+    return lock
+
+
 async def pair_record_transient(
     *,
     store: StateStore,
@@ -197,7 +245,7 @@ async def pair_record_transient(
 
     def step(record: LockRecord) -> LockRecord:
         state, lock = record_transient(
-            record.failures.get(slot), record.locks.get(slot), reason=reason,
+            probe_settled(record.failures.get(slot)), record.locks.get(slot), reason=reason,
             threshold=threshold, cap_seconds=cap_seconds, settings=settings, now=now,
             window_seconds=window_seconds,
         )  # fmt: skip
@@ -242,6 +290,28 @@ async def pair_probe_claim(
     (``generation``) has its own probe."""
     key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"
     return await store.incr(key, ttl=ttl) == 1
+
+
+async def pair_hinted_probe_claim(
+    *,
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    generation: float,
+    ttl: float,
+) -> str | None:
+    """Claim the one probe of a pair whose hinted lock (started at ``generation``) has ended;
+    the claim's key when this caller got it (to release it if the probe ends with no answer),
+    else ``None``."""
+    key = f"{PROBE_PREFIX}hinted:{provider}:{connection_id}:{model}:{generation!r}"
+    return key if await store.incr(key, ttl=ttl) == 1 else None
+
+
+async def pair_probe_release(*, store: StateStore, key: str) -> None:
+    """Give a claimed probe back (it ended with no answer: the client left, the deadline ran
+    out): the next waiting request may probe at once."""
+    await store.delete(key)
 
 
 async def lockout_record_success(

@@ -172,3 +172,20 @@ def _expand(
                 planned.add(pair)
                 targets.append(Target(provider, connection, leaf.model, leaf.step))
     return targets, other_formats
+
+
+def serves_same_model(target: Target, other: Target) -> bool:
+    """``other`` serves ``target``'s model (same provider, same upstream model id) on another
+    connection: an equivalent account."""
+    return (
+        other.provider.slug == target.provider.slug
+        and other.model == target.model
+        and other.connection.id != target.connection.id
+    )
+
+
+def same_model_first(rest: Sequence[Target], target: Target) -> list[Target]:
+    """``rest`` with the targets serving ``target``'s model on other connections first (in
+    their order), then the others: where a rate-limited account's request goes at once."""
+    same = [t for t in rest if serves_same_model(target, t)]
+    return same + [t for t in rest if not serves_same_model(target, t)]

@@ -45,6 +45,7 @@ def policies_of(target: Target, context: AttemptContext) -> Policies:
         lockout=snapshot.lockout,
         availability=snapshot.availability,
         tz=snapshot.time_zone,
+        short_hint_ms=snapshot.attempts.max_retry_after_wait_ms,
     )
 
 

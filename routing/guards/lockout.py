@@ -1,20 +1,31 @@
-"""Model lockouts (pair locks) in the attempt loop (reference-part1 §5, spec decisions 13-16):
-skip a locked (connection, model) pair while the connection keeps serving its other models.
+"""Model lockouts (pair locks) in the attempt loop (reference-part1 §5, spec decisions 13-16,
+23): skip a locked (connection, model) pair while the connection keeps serving its other
+models.
 
 When a pair's self-set lock has ended, one request claims its probe; the others keep skipping
-it until the probe has answered (or its claim expired).
+it until the probe has answered (or its claim expired). When an upstream-hinted lock has
+ended, one request claims its probe too, and the others poll the pair every
+:data:`PROBE_POLL_SECONDS` and follow as soon as the probe succeeded (or wait for the new lock
+when it was refused again): a real rate limit sees about one attempt per hint period. A probe
+that ends with no answer (the client left) gives its claim back at once.
 """
 
 from __future__ import annotations
 
 from resilience.domain.attribution import TimerClass
-from resilience.services.lockouts import lockout_record, pair_probe_claim
+from resilience.services.lockouts import (
+    lockout_record,
+    pair_hinted_probe_claim,
+    pair_probe_claim,
+    pair_probe_release,
+)
 from resilience.store import StateStore
 from routing.attempts import AttemptContext, Exclusion
 from routing.domain.planning import Target
 from routing.domain.vocabulary import ExclusionReason
 
 PROBE_CLAIM_SECONDS = 10.0
+PROBE_POLL_SECONDS = 0.1  # how often a request waiting for another's probe looks again
 
 
 class ModelLockoutFilter:
@@ -33,6 +44,9 @@ class ModelLockoutFilter:
         if lock is not None:
             timer = lock.timer or TimerClass.OPERATOR  # unknown: never overridden by panic
             return Exclusion(target, ExclusionReason.MODEL_LOCKOUT, lock.remaining(now), timer)
+        hinted = record.awaiting_hinted_probe(target.model)
+        if hinted is not None:
+            return await self._hinted_probe(target, context, hinted)
         threshold = context.snapshot.availability.consecutive_failures
         generation = record.awaiting_probe(target.model, threshold)
         if generation is None:
@@ -44,3 +58,32 @@ class ModelLockoutFilter:
         if claimed:
             return None
         return Exclusion(target, ExclusionReason.MODEL_LOCKOUT, 1.0, TimerClass.SELF_SET)
+
+    async def _hinted_probe(
+        self, target: Target, context: AttemptContext, generation: float
+    ) -> Exclusion | None:
+        """The probe of an ended hinted lock for the first request; a short poll for others."""
+        key = await pair_hinted_probe_claim(
+            store=self.store,
+            provider=target.provider.slug,
+            connection_id=target.connection.id,
+            model=target.model,
+            generation=generation,
+            ttl=PROBE_CLAIM_SECONDS,
+        )
+        if key is None:
+            return Exclusion(
+                target,
+                ExclusionReason.MODEL_LOCKOUT,
+                PROBE_POLL_SECONDS,
+                TimerClass.HINTED,
+                polling=True,
+            )
+
+        async def release_if_unanswered() -> None:
+            pair = (target.connection.id, target.model)
+            if not any((t.connection.id, t.model) == pair for t, _ in context.attempts):
+                await pair_probe_release(store=self.store, key=key)
+
+        context.on_finish.append(release_if_unanswered)
+        return None

@@ -46,8 +46,8 @@ def timed(gateway: Gateway, seen: list[float], then: Behaviour) -> Behaviour:
     return behaviour
 
 
-async def test_a_short_retry_after_is_waited_out_on_the_same_target(
-    gateway: Gateway, primary: int, backup: int
+async def test_a_short_retry_after_is_waited_out_on_the_only_connection(
+    gateway: Gateway, primary: int
 ) -> None:
     seen: list[float] = []
     limited = error(429, "slow down", headers={"retry-after": "2"})
@@ -56,8 +56,23 @@ async def test_a_short_retry_after_is_waited_out_on_the_same_target(
     reply = await gateway.call("acme/a")
 
     assert reply.connection == primary and reply.status == 200
-    assert gateway.fake.calls == [PRIMARY, PRIMARY]  # the backup was never needed
+    assert gateway.fake.calls == [PRIMARY, PRIMARY]
     assert seen[1] - seen[0] >= 2
+
+
+async def test_a_short_retry_after_fails_over_at_once_to_the_same_model_elsewhere(
+    gateway: Gateway, primary: int, backup: int
+) -> None:
+    limited = error(429, "slow down", headers={"retry-after": "2"})
+    gateway.fake.behaviours.update({PRIMARY: in_turn(limited, OK), BACKUP: OK})
+    started = gateway.clock.now
+
+    reply = await gateway.call("acme/a")
+
+    # another account serving the same model answers now: no wait
+    assert reply.connection == backup and reply.status == 200
+    assert gateway.fake.calls == [PRIMARY, BACKUP]
+    assert gateway.clock.now == started
 
 
 async def test_a_long_retry_after_fails_over_at_once(
