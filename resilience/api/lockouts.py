@@ -20,6 +20,7 @@ from resilience.services.lockout_operations import (
     LabelledLock,
     lockouts_active,
     lockouts_clear,
+    lockouts_clear_matching,
     lockouts_unlock,
 )
 
@@ -71,7 +72,8 @@ class ModelCooldownItemSerializer(serializers.Serializer[Any]):
 
 
 class ModelCooldownsApi(APIView):
-    """GET the active model lockouts; DELETE them all, or one model's."""
+    """GET the active model lockouts; DELETE them all (or all of a provider's or a
+    connection's), or one model's."""
 
     parser_classes = [JSONParser]
 
@@ -85,13 +87,13 @@ class ModelCooldownsApi(APIView):
         )
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+            connection = attrs.get("connectionId")
+            attrs["connectionId"] = attrs.get("connection") if connection is None else connection
             if attrs["all"]:
                 return attrs
             missing = [name for name in ("provider", "model") if not attrs.get(name)]
             if missing:
                 raise serializers.ValidationError(dict.fromkeys(missing, REQUIRED))
-            connection = attrs.get("connectionId")
-            attrs["connectionId"] = attrs.get("connection") if connection is None else connection
             return attrs
 
     @extend_schema(
@@ -107,12 +109,17 @@ class ModelCooldownsApi(APIView):
 
     @extend_schema(
         summary="Remove model lockouts",
-        description='JSON body: `{"all": true}` clears every lock; `{"provider", "model", '
-        '"connectionId"?}` (alias `connection`) unlocks the model on one connection, or on all '
-        "of the provider's connections.",
+        description='JSON body: `{"all": true}` clears every lock, and with `"provider"` and/or '
+        '`"connectionId"` (alias `connection`) only the locks of that provider\'s connections, '
+        'of that connection, or of both; `{"provider", "model", "connectionId"?}` unlocks the '
+        "model on one connection, or on all of the provider's connections.",
         responses={
             200: OpenApiResponse(
-                description='`{"ok", "clearedAll"}` or `{"ok", "removed", "scope"}`'
+                description='`{"ok", "clearedAll"}` for an unnarrowed `all`, else `{"ok", '
+                '"removed", "removedCount", "scope"}`: `removed` is a boolean (at least one '
+                "lock was removed), `removedCount` the number of locks removed, `scope` one of "
+                "`provider`, `connection` (a narrowed `all`), `provider-model` or "
+                "`connection-model`."
             ),
             400: OpenApiResponse(description="provider and model are required (or a bad body)"),
         },
@@ -120,14 +127,19 @@ class ModelCooldownsApi(APIView):
     def delete(self, request: Request) -> Response:
         data = self.DeleteInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        if data.validated_data["all"]:
-            lockouts_clear()
-            return Response({"ok": True, "clearedAll": True})
+        provider = data.validated_data.get("provider") or None
         connection_id = data.validated_data["connectionId"]
-        removed = lockouts_unlock(
-            provider=data.validated_data["provider"],
-            model=data.validated_data["model"],
-            connection_id=connection_id,
-        )
-        scope = "provider-model" if connection_id is None else "connection-model"
-        return Response({"ok": True, "removed": removed, "scope": scope})
+        if data.validated_data["all"]:
+            if provider is None and connection_id is None:
+                lockouts_clear()
+                return Response({"ok": True, "clearedAll": True})
+            count = lockouts_clear_matching(provider=provider, connection_id=connection_id)
+            scope = "provider" if connection_id is None else "connection"
+        else:
+            count = lockouts_unlock(
+                provider=data.validated_data["provider"],
+                model=data.validated_data["model"],
+                connection_id=connection_id,
+            )
+            scope = "provider-model" if connection_id is None else "connection-model"
+        return Response({"ok": True, "removed": count > 0, "removedCount": count, "scope": scope})

@@ -23,6 +23,7 @@ from resilience.services.housekeeping import resilience_ready
 from resilience.services.lockouts import (
     LockView,
     lockout_clear_all,
+    lockout_clear_matching,
     lockout_list,
     lockout_unlock,
 )
@@ -99,3 +100,15 @@ def lockouts_unlock(*, provider: str, model: str, connection_id: int | None = No
 def lockouts_clear() -> int:
     """Remove every lock of every connection; the number of connection records dropped."""
     return _run(lambda store: lockout_clear_all(store=store))
+
+
+def lockouts_clear_matching(
+    *, provider: str | None = None, connection_id: int | None = None
+) -> int:
+    """Remove every lock of the provider's connections, of one connection, or of that
+    connection of the provider; the number of active locks removed."""
+    return _run(
+        lambda store: lockout_clear_matching(
+            store=store, provider=provider, connection_id=connection_id
+        )
+    )

@@ -369,6 +369,34 @@ async def lockout_clear_all(*, store: StateStore) -> int:
     return dropped
 
 
+async def lockout_clear_matching(
+    *, store: StateStore, provider: str | None = None, connection_id: int | None = None
+) -> int:
+    """Remove every lock (and failure state) of the provider's connections, of one connection
+    (whatever its provider), or of that connection of the provider; at least one of the two is
+    given. Returns how many active locks were removed."""
+    if not provider and connection_id is None:
+        raise ValueError("name a provider or a connection; lockout_clear_all clears everything")
+    if provider and connection_id is not None:
+        records = [(provider, connection_id)]
+    else:
+        records = []
+        for key in await store.scan(f"{LOCK_PREFIX}{provider}:" if provider else LOCK_PREFIX):
+            owner, _, connection = key[len(LOCK_PREFIX) :].rpartition(":")
+            if connection_id is None or connection == str(connection_id):
+                records.append((owner, int(connection)))
+    removed = 0
+
+    def step(record: LockRecord) -> LockRecord:
+        nonlocal removed
+        removed += len(record.locks)  # the record comes pruned: active locks only
+        return LockRecord()
+
+    for owner, record_connection in records:
+        await _change(store, owner, record_connection, step)
+    return removed
+
+
 async def lockout_restore(
     *, store: StateStore, rows: dict[tuple[str, int], dict[str, Any]], overwrite: bool = False
 ) -> int:

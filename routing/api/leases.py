@@ -15,8 +15,9 @@ The checks run in the spec's order, and the first that fails answers:
 5. acquire: a model the key may not use → the proxy's own 403 ``model_not_allowed``;
 6. no ``lease:exclusive`` → 403 ``LEASE_SCOPE_REQUIRED``; no allowed connections → 403
    ``LEASE_KEY_CONFIGURATION_INVALID``;
-7. no owner header → 400 ``LEASE_CONTEXT_REQUIRED``; a malformed one → 400
-   ``LEASE_CONTEXT_INVALID``;
+7. no owner header (or a blank one) → 400 ``LEASE_CONTEXT_REQUIRED``; a malformed one → 400
+   ``LEASE_CONTEXT_INVALID`` (the generation travels in the body here, checked at step 3; on
+   inference requests a missing or malformed generation header is ``LEASE_CONTEXT_INVALID``);
 8. the action itself (``routing.lease_lifecycle``).
 
 Anything unexpected answers 503 ``LEASE_SERVICE_UNAVAILABLE``, never a 500. Every answer allows

@@ -72,12 +72,12 @@ _MESSAGES = {
         "it may lease."
     ),
     LeaseCode.CONTEXT_REQUIRED: (
-        "A managed API key must send its lease owner in X-OmniRoute-Lease-Owner (and, on "
-        "inference requests, the lease generation in X-OmniRoute-Lease-Generation)."
+        "A managed API key must send its lease owner in X-OmniRoute-Lease-Owner."
     ),
     LeaseCode.CONTEXT_INVALID: (
-        "X-OmniRoute-Lease-Owner must be 'vlo_' followed by 43 base64url characters, and "
-        "X-OmniRoute-Lease-Generation a positive decimal integer without leading zeros."
+        "X-OmniRoute-Lease-Owner must be 'vlo_' followed by 43 base64url characters, and an "
+        "inference request must also send X-OmniRoute-Lease-Generation: a positive decimal "
+        "integer without leading zeros."
     ),
     LeaseCode.FENCE_STALE: (
         "The lease generation is not the active one for this owner and key; acquire the "

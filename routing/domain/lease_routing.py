@@ -6,8 +6,10 @@ characters; only its SHA-256 is kept) and the generation the client was given. B
 upstream call the gateway checks, in order:
 
 1. the key names the connections it may lease (else 403 ``LEASE_KEY_CONFIGURATION_INVALID``);
-2. both headers are present (400 ``LEASE_CONTEXT_REQUIRED``) and well formed (400
-   ``LEASE_CONTEXT_INVALID``);
+2. the owner header is present and not blank (400 ``LEASE_CONTEXT_REQUIRED``), the owner is
+   well formed and the generation, once there is an owner, present and a decimal positive
+   integer (400 ``LEASE_CONTEXT_INVALID``: a missing or empty generation is invalid, not
+   required);
 3. the route runs on one connection at a time: no fusion, no context relay, no pipeline of more
    than one stage, no steps pinned to different connections, also through nested combos (409
    ``LEASE_UNSUPPORTED_ROUTE``);
@@ -80,16 +82,17 @@ def header_value(headers: Headers, name: bytes) -> str | None:
 
 def lease_claim(key: KeyInfo, headers: Headers) -> LeaseClaim | None:
     """The lease a managed key's request names (``None`` for an ordinary key), or the 403 / 400
-    of checks 1 and 2. The owner token itself goes no further than this function."""
+    of checks 1 and 2. Only a missing or blank owner is ``LEASE_CONTEXT_REQUIRED``; with an
+    owner, a generation that is missing, empty or not a decimal positive integer is
+    ``LEASE_CONTEXT_INVALID``. The owner token itself goes no further than this function."""
     if not key.is_managed:
         return None
     if not key.allowed_connections:
         raise lease_error(LeaseCode.KEY_CONFIGURATION_INVALID)
     owner = header_value(headers, OWNER_HEADER)
-    given = header_value(headers, GENERATION_HEADER)
-    if not owner or not given:
+    if not owner:
         raise lease_error(LeaseCode.CONTEXT_REQUIRED)
-    generation = parse_generation(given)
+    generation = parse_generation(header_value(headers, GENERATION_HEADER) or "")
     if generation is None:
         raise lease_error(LeaseCode.CONTEXT_INVALID)
     return LeaseClaim(owner_from_header(owner), generation, key.id)

@@ -119,7 +119,12 @@ def test_delete_one_connection_model(
     response = _delete(manage_client, {"provider": " openai ", "model": "gpt-4o ", key: first})
 
     assert response.status_code == 200, response.content
-    assert response.json() == {"ok": True, "removed": 1, "scope": "connection-model"}
+    assert response.json() == {
+        "ok": True,
+        "removed": True,
+        "removedCount": 1,
+        "scope": "connection-model",
+    }
     assert _listed(process_store) == [("openai", second, "gpt-4o")]
 
 
@@ -133,7 +138,12 @@ def test_delete_a_model_on_every_connection_of_the_provider(
 
     response = _delete(manage_client, {"provider": "openai", "model": "gpt-4o"})
 
-    assert response.json() == {"ok": True, "removed": 2, "scope": "provider-model"}
+    assert response.json() == {
+        "ok": True,
+        "removed": True,
+        "removedCount": 2,
+        "scope": "provider-model",
+    }
     assert _listed(process_store) == [("openai", first, "o3")]
 
 
@@ -141,7 +151,78 @@ def test_delete_of_nothing_locked_removes_nothing(
     manage_client: APIClient, process_store: StateStore
 ) -> None:
     response = _delete(manage_client, {"provider": "openai", "model": "gpt-4o", "connectionId": 3})
-    assert response.json() == {"ok": True, "removed": 0, "scope": "connection-model"}
+    assert response.json() == {
+        "ok": True,
+        "removed": False,
+        "removedCount": 0,
+        "scope": "connection-model",
+    }
+
+
+def test_removed_is_a_boolean_beside_the_count(
+    manage_client: APIClient, process_store: StateStore
+) -> None:
+    main = connection("openai", "a")
+    lock(process_store, "openai", main, "gpt-4o")
+    body = {"provider": "openai", "model": "gpt-4o"}
+
+    first, second = _delete(manage_client, body).json(), _delete(manage_client, body).json()
+
+    assert (first["removed"], first["removedCount"]) == (True, 1)
+    assert (second["removed"], second["removedCount"]) == (False, 0)
+    assert first["removed"] is True and second["removed"] is False  # not 1 / 0
+
+
+def test_delete_all_of_one_provider_keeps_the_others(
+    manage_client: APIClient, process_store: StateStore
+) -> None:
+    first, second = connection("openai", "a"), connection("openai", "b")
+    spare = connection("anthropic", "c")
+    lock(process_store, "openai", first, "gpt-4o")
+    lock(process_store, "openai", first, "o3")
+    lock(process_store, "openai", second, "gpt-4o")
+    lock(process_store, "anthropic", spare, "claude")
+
+    response = _delete(manage_client, {"all": True, "provider": "openai"})
+
+    assert response.status_code == 200, response.content
+    assert response.json() == {"ok": True, "removed": True, "removedCount": 3, "scope": "provider"}
+    assert _listed(process_store) == [("anthropic", spare, "claude")]
+
+
+@pytest.mark.parametrize("key", ["connectionId", "connection"])
+@pytest.mark.parametrize("provider", [None, "openai"])
+def test_delete_all_of_one_connection_keeps_the_others(
+    manage_client: APIClient, process_store: StateStore, key: str, provider: str | None
+) -> None:
+    first, second = connection("openai", "a"), connection("openai", "b")
+    lock(process_store, "openai", first, "gpt-4o")
+    lock(process_store, "openai", first, "o3")
+    lock(process_store, "openai", second, "gpt-4o")
+    body: dict[str, Any] = {"all": True, key: first}
+    if provider is not None:
+        body["provider"] = provider
+
+    response = _delete(manage_client, body)
+
+    assert response.json() == {
+        "ok": True,
+        "removed": True,
+        "removedCount": 2,
+        "scope": "connection",
+    }
+    assert _listed(process_store) == [("openai", second, "gpt-4o")]
+
+
+def test_delete_all_of_a_provider_with_nothing_locked_removes_nothing(
+    manage_client: APIClient, process_store: StateStore
+) -> None:
+    lock(process_store, "openai", connection("openai", "a"), "gpt-4o")
+
+    response = _delete(manage_client, {"all": True, "provider": "anthropic"})
+
+    assert response.json() == {"ok": True, "removed": False, "removedCount": 0, "scope": "provider"}
+    assert len(_listed(process_store)) == 1
 
 
 @pytest.mark.parametrize(

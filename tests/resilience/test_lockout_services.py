@@ -11,6 +11,7 @@ from resilience.services import lockouts
 from resilience.services.lockouts import (
     LockView,
     lockout_clear_all,
+    lockout_clear_matching,
     lockout_key,
     lockout_list,
     lockout_record,
@@ -162,6 +163,33 @@ async def test_clear_all_drops_every_record_and_nothing_else(state_store: StateS
 
     assert await _listed(state_store) == []
     assert await state_store.get("breaker:openai") == {"state": "open"}
+
+
+async def test_clear_matching_drops_only_the_named_provider_or_connection(
+    state_store: StateStore,
+) -> None:
+    for connection, model in ((1, "gpt-4o"), (1, "o3"), (2, "gpt-4o")):
+        await _fail(state_store, connection, model)
+    await _fail(state_store, 3, "claude", provider="anthropic")
+
+    assert await lockout_clear_matching(store=state_store, connection_id=2) == 1
+    remaining = [("anthropic", 3, "claude"), ("openai", 1, "gpt-4o"), ("openai", 1, "o3")]
+    assert sorted(await _listed(state_store)) == remaining
+    assert await lockout_clear_matching(store=state_store, provider="openai") == 2
+    assert await _listed(state_store) == [("anthropic", 3, "claude")]
+    assert await lockout_clear_matching(store=state_store, provider="openai") == 0
+    for connection, count in ((4, 0), (3, 1)):  # one record, named by both
+        cleared = await lockout_clear_matching(
+            store=state_store, provider="anthropic", connection_id=connection
+        )
+        assert cleared == count
+    assert await _listed(state_store) == []
+    assert await _fail(state_store, 1, "gpt-4o") == 120.0  # escalation starts over
+
+
+async def test_clear_matching_needs_a_provider_or_a_connection(state_store: StateStore) -> None:
+    with pytest.raises(ValueError):
+        await lockout_clear_matching(store=state_store)
 
 
 @pytest.mark.parametrize("upstream_reset", [False, True])

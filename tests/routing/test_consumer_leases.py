@@ -99,7 +99,10 @@ async def managed(gateway: Gateway, both: tuple[int, int]) -> tuple[int, str]:
     ("headers", "expected"),
     [
         (lease_headers(None, None), (400, "LEASE_CONTEXT_REQUIRED")),
-        (lease_headers(OWNER, None), (400, "LEASE_CONTEXT_REQUIRED")),
+        (lease_headers(None, 1), (400, "LEASE_CONTEXT_REQUIRED")),
+        (lease_headers(OWNER, None), (400, "LEASE_CONTEXT_INVALID")),  # an owner, no generation
+        (lease_headers(OWNER, ""), (400, "LEASE_CONTEXT_INVALID")),
+        (lease_headers(OWNER, "abc"), (400, "LEASE_CONTEXT_INVALID")),
         (lease_headers("vlo_nope", 1), (400, "LEASE_CONTEXT_INVALID")),
         (lease_headers(OWNER, "01"), (400, "LEASE_CONTEXT_INVALID")),
         (lease_headers(OWNER, 1), (409, "LEASE_REQUIRED")),  # no lease at all

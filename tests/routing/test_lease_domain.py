@@ -152,8 +152,6 @@ def test_a_managed_request_names_its_lease_by_owner_hash() -> None:
     [
         (None, 1, "LEASE_CONTEXT_REQUIRED"),
         ("  ", 1, "LEASE_CONTEXT_REQUIRED"),
-        (OWNER, None, "LEASE_CONTEXT_REQUIRED"),
-        (OWNER, "", "LEASE_CONTEXT_REQUIRED"),
         (OWNER[:-1], 1, "LEASE_CONTEXT_INVALID"),
         (OWNER + "A", 1, "LEASE_CONTEXT_INVALID"),
         ("vlo_" + "*" * 43, 1, "LEASE_CONTEXT_INVALID"),
@@ -172,6 +170,25 @@ def test_lease_headers_are_required_and_well_formed(
         lease_claim(key(managed=True, connections=(3,)), lease_headers(owner, generation))
     assert (raised.value.status, raised.value.code) == (400, code)
     assert raised.value.error_type == "lease_error"
+
+
+@pytest.mark.parametrize("generation", [None, "", "   ", "abc", "0", "-1"])
+def test_with_an_owner_a_missing_or_malformed_generation_is_invalid_not_required(
+    generation: str | None,
+) -> None:
+    with pytest.raises(GatewayError) as raised:
+        lease_claim(key(managed=True, connections=(3,)), lease_headers(OWNER, generation))
+    assert (raised.value.status, raised.value.code) == (400, "LEASE_CONTEXT_INVALID")
+
+
+@pytest.mark.parametrize("generation", [None, "", "abc", 1])
+@pytest.mark.parametrize("owner", [None, "", "  "])
+def test_without_an_owner_the_lease_context_is_required(
+    owner: str | None, generation: str | int | None
+) -> None:
+    with pytest.raises(GatewayError) as raised:
+        lease_claim(key(managed=True, connections=(3,)), lease_headers(owner, generation))
+    assert (raised.value.status, raised.value.code) == (400, "LEASE_CONTEXT_REQUIRED")
 
 
 def test_a_managed_key_without_allowed_connections_is_misconfigured() -> None:
