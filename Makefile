@@ -88,8 +88,9 @@ soak-short: $(VENV)/.installed
 	$(PY) manage.py soak --duration 20 --warm-up 8 --bound 32
 
 # Seeded upstream faults, a provider outage and a Redis kill (the run's own redis-server) under
-# load: no hang, no double or truncated answer, breakers recover, no terminal state
-# (BENCHMARKS.md). chaos-short is the version .ci/run runs (under a minute).
+# load: every route answers what a direct client would under the same faults (the gateway's
+# refusals count as failures), no hang, no double or truncated answer, breakers recover, no
+# terminal state (BENCHMARKS.md). chaos-short is the version .ci/run runs (under a minute).
 CHAOS_ARGS ?=
 chaos: $(VENV)/.installed
 	$(PY) manage.py chaos --requests 2000 --concurrency 16 --write $(CHAOS_ARGS)
