@@ -1,20 +1,34 @@
-"""The availability load test behind ``make availability``: sporadic upstream 5xx, and how
-many client requests the gateway still answers.
+"""The availability load test behind ``make availability``: sporadic upstream failures, and
+how many client requests the gateway still answers.
 
 One fake upstream (``--seed`` for repeatable draws) and one daphne gateway with its own data
 directory (SQLite, memory store), all on 127.0.0.1, configured through the management API as an
 operator would. Each scenario gets a provider of its own, so no breaker, lock or counter carries
 over from one scenario to the next; each of its connections points at the fake with a scenario
-path that answers ``status`` to a random ``error_rate`` of the calls. A closed-loop aiohttp load
-(``concurrency`` workers, exactly ``requests`` requests unless ``duration`` runs out first) counts
-every answer by status and error code; the fake's ``/_fake/stats`` tells how many failures it
-actually injected. The pass marks are the availability targets: with two connections at least
-99.5 % of requests answered and never ``503 all_targets_cooling_down``; with one, 99 %.
+path that fails a random share of the calls. A closed-loop aiohttp load (``concurrency``
+workers, exactly ``requests`` requests unless ``duration`` runs out first) counts every answer
+by status and error code; the fake's ``/_fake/stats`` tells how many failures it actually
+injected.
+
+Two faults. *Random*: ``status`` (503) on a random ``error_rate`` (5 %) of calls, at
+``concurrency``; the bars are at least 99.5 % answered and never ``503
+all_targets_cooling_down`` on two connections, 99 % on one. *Hinted*: 429 with ``Retry-After:
+1`` on a random ``hinted_rate`` (4 %) of calls, at ``hinted_concurrency`` (8), on one and on two
+connections, each with the provider's ``per_model_quota`` on and off (whether a 429 is charged
+to the (connection, model) pair or to the whole connection); beside them, in the same run, the
+*direct baseline*: the same load straight to the fake upstream with the same faults, as a
+client that does not retry gets it. The product rule is never worse than calling the upstream
+directly: one connection must answer at least the direct baseline less one point, two
+connections at least 99.5 %. The baseline itself must be what the faults imply (``1 −
+hinted_rate`` within 4σ), and every scenario's upstream must have failed about the share asked
+for (within 4σ of its calls), so a fault that was not injected cannot pass a bar.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 import secrets
 import subprocess
 import tempfile
@@ -39,20 +53,54 @@ SECTION_TITLE: Final = "## Availability"
 _TIMEOUT: Final = aiohttp.ClientTimeout(total=60)
 
 
+SIGMAS: Final = 4.0  # how far a measured fault or baseline rate may stray by chance
+
+
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """How many connections the provider has, and what counts as a pass."""
+    """How many connections the provider has (0: the direct baseline, no gateway), which
+    fault its upstream injects, and what counts as a pass: a fixed share answered
+    (``min_success``) or the direct baseline less ``below_direct``."""
 
     name: str
     connections: int
-    min_success: float
-    cooling_allowed: bool
+    min_success: float | None = None
+    cooling_allowed: bool = True
+    hinted: bool = False  # the 429 with Retry-After, else the random status
+    below_direct: float | None = None
+    per_model_quota: bool | None = None  # the provider's flag; None leaves the default
+
+    @property
+    def direct(self) -> bool:
+        return self.connections == 0
 
 
 SCENARIOS: Final = (
     Scenario("two connections", 2, 0.995, cooling_allowed=False),
     Scenario("one connection", 1, 0.99, cooling_allowed=True),
 )
+DIRECT: Final = Scenario("direct (no gateway, no retry)", 0, hinted=True)
+ONE_HINTED, TWO_HINTED = "hinted, one connection", "hinted, two connections"
+HINTED: Final = (
+    DIRECT,
+    Scenario(
+        f"{ONE_HINTED}, per_model_quota=true",
+        1,
+        hinted=True,
+        below_direct=0.01,
+        per_model_quota=True,
+    ),
+    Scenario(
+        f"{ONE_HINTED}, per_model_quota=false",
+        1,
+        hinted=True,
+        below_direct=0.01,
+        per_model_quota=False,
+    ),
+    Scenario(f"{TWO_HINTED}, per_model_quota=true", 2, 0.995, hinted=True, per_model_quota=True),
+    Scenario(f"{TWO_HINTED}, per_model_quota=false", 2, 0.995, hinted=True, per_model_quota=False),
+)
+ALL_SCENARIOS: Final = SCENARIOS + HINTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +109,33 @@ class LoadPlan:
 
     requests: int = 3000
     concurrency: int = 16
-    duration: float = 120.0
+    duration: float = 40.0  # seconds cap per scenario: seven of them in a full run
     error_rate: float = 0.05
     status: int = 503
     seed: int = 1
+    hinted_rate: float = 0.04
+    retry_after: int = 1
+    hinted_concurrency: int = 8
+
+    def knobs(self, scenario: Scenario) -> dict[str, object]:
+        """The fake upstream's knobs for the scenario's fault."""
+        if scenario.hinted:
+            return {"status": 429, "retry_after": self.retry_after, "error_rate": self.hinted_rate}
+        return {"status": self.status, "error_rate": self.error_rate}
+
+    def rate(self, scenario: Scenario) -> float:
+        return self.hinted_rate if scenario.hinted else self.error_rate
+
+    def fault(self, scenario: Scenario) -> str:
+        if scenario.hinted:
+            return f"{self.hinted_rate:.0%} 429 Retry-After: {self.retry_after}"
+        return f"{self.error_rate:.0%} {self.status}"
+
+    def load(self, scenario: Scenario) -> LoadPlan:
+        """This plan with the scenario's concurrency."""
+        if not scenario.hinted:
+            return self
+        return dataclasses.replace(self, concurrency=self.hinted_concurrency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +146,11 @@ class ScenarioResult:
     outcomes: dict[str, int]
     seconds: float
     upstream: dict[str, int] = field(default_factory=dict)
+    rate: float | None = None  # the share of calls the fake upstream was asked to fail
+    planned: int = 0  # the requests the plan asked for (fewer when the duration ran out)
+    fault: str = ""  # the fault, in words
+    concurrency: int = 0
+    per_model_quota: bool | None = None  # the provider's flag as the gateway stored it
 
     @property
     def requests(self) -> int:
@@ -97,15 +173,57 @@ class ScenarioResult:
         calls = self.upstream.get("chat", 0)
         return self.upstream.get("failed", 0) / calls if calls else 0.0
 
-    def failures(self) -> list[str]:
-        """Why this scenario misses its targets; empty when it passes."""
-        target = self.scenario.min_success
+    def bar(self, direct: float | None) -> float | None:
+        """The share this scenario must answer, given the direct baseline's; None when it has
+        no bar (the baseline itself, or a bar relative to a baseline that was not measured)."""
+        below = self.scenario.below_direct
+        if below is None:
+            return self.scenario.min_success
+        return None if direct is None else direct - below
+
+    def failures(self, direct: float | None = None) -> list[str]:
+        """Why this scenario misses its targets (``direct``: the direct baseline's share
+        answered, for a bar relative to it); empty when it passes."""
         reasons = [] if self.requests else ["no request was made"]
-        if self.success_rate < target:
-            reasons.append(f"{self.success_rate:.2%} answered, below {target:.1%}")
+        bar, below = self.bar(direct), self.scenario.below_direct
+        if below is not None and direct is None:
+            reasons.append("no direct baseline measured to compare with")
+        elif bar is not None and self.success_rate < bar:
+            what = f"{bar:.1%}"
+            if below is not None:
+                what = f"the direct baseline {direct:.2%} − {below * 100:g} point(s) = {bar:.2%}"
+            reasons.append(f"{self.success_rate:.2%} answered, below {what}")
         if self.cooling and not self.scenario.cooling_allowed:
             reasons.append(f"{self.cooling} × {COOLING}")
+        if self.scenario.direct and self.rate is not None and self.requests:
+            expected = 1.0 - self.rate
+            if abs(self.success_rate - expected) > _spread(expected, self.requests):
+                what = f"not the {expected:.2%} its faults imply"
+                reasons.append(f"the baseline answered {self.success_rate:.2%}, {what}")
+        if self.rate is not None and self.requests:
+            calls = self.upstream.get("chat", 0)
+            if not calls:
+                reasons.append("the upstream saw no call: no fault was injected")
+            elif abs(self.injected_rate - self.rate) > _spread(self.rate, calls):
+                what = f"not the {self.rate:.0%} asked for"
+                reasons.append(f"the upstream failed {self.injected_rate:.2%} of its calls, {what}")
         return reasons
+
+
+def _spread(rate: float, n: int) -> float:
+    """How far a binomial share over ``n`` draws may stray from ``rate`` by chance."""
+    return SIGMAS * math.sqrt(rate * (1.0 - rate) / n)
+
+
+def direct_baseline(results: Sequence[ScenarioResult]) -> float | None:
+    """The share the direct baseline answered, when the run measured one."""
+    return next((r.success_rate for r in results if r.scenario.direct and r.requests), None)
+
+
+def failures(results: Sequence[ScenarioResult]) -> list[str]:
+    """Every scenario that misses its bar, with why; empty when all pass."""
+    direct = direct_baseline(results)
+    return [f"{r.scenario.name}: {'; '.join(why)}" for r in results if (why := r.failures(direct))]
 
 
 def _code(status: int, body: bytes) -> str:
@@ -165,12 +283,16 @@ class Operator:
                 raise RuntimeError(f"POST {url}: {response.status} {await response.text()}")
             return dict(await response.json())
 
-    async def route(self, scenario: Scenario, plan: LoadPlan) -> tuple[str, str]:
-        """A fresh provider with the scenario's connections; its model and a client key."""
+    async def route(self, scenario: Scenario, plan: LoadPlan) -> tuple[str, str, bool]:
+        """A fresh provider with the scenario's connections; its model, a client key and the
+        provider's ``per_model_quota`` as stored."""
         slug = f"avail-{scenario.connections}c-{secrets.token_hex(3)}"
-        knobs = urlencode({"status": plan.status, "error_rate": plan.error_rate})
-        await self.create("providers", {"slug": slug, "name": slug, "category": "api_key",
-                                        "base_url": f"{self.fake}/v1"})  # fmt: skip
+        knobs = urlencode(plan.knobs(scenario))
+        provider: dict[str, Any] = {"slug": slug, "name": slug, "category": "api_key"}
+        provider["base_url"] = f"{self.fake}/v1"
+        if scenario.per_model_quota is not None:
+            provider["per_model_quota"] = scenario.per_model_quota
+        created = await self.create("providers", provider)
         for index in range(1, scenario.connections + 1):
             await self.create("connections", {
                 "provider": slug, "name": f"c{index}", "priority": index,
@@ -178,7 +300,7 @@ class Operator:
                 "secret": "sk-availability-upstream",
             })  # fmt: skip
         key = await self.create("keys", {"name": slug, "allowed_models": [f"{slug}/*"]})
-        return f"{slug}/avail-model", str(key["key"])
+        return f"{slug}/avail-model", str(key["key"]), bool(created["per_model_quota"])
 
     async def fake_stats(self, *, reset: bool = False) -> dict[str, int]:
         return await fake_stats(self.session, self.fake, reset=reset)
@@ -191,14 +313,32 @@ async def _scenarios(
     async with aiohttp.ClientSession(timeout=_TIMEOUT) as session:
         operator = Operator(session, gateway, fake, manage_key)
         for scenario in scenarios:
-            model, key = await operator.route(scenario, plan)
+            quota: bool | None = None
+            if scenario.direct:  # the same faults, straight to the upstream: no gateway
+                knobs = urlencode(plan.knobs(scenario))
+                url = f"{fake}/s/{knobs}/r/direct/v1/chat/completions"
+                body, headers = {"model": "avail-model", "messages": PROMPT}, {}
+            else:
+                model, key, quota = await operator.route(scenario, plan)
+                url = f"{gateway}/v1/chat/completions"
+                body = {"model": model, "messages": PROMPT}
+                headers = {"authorization": f"Bearer {key}"}
             await operator.fake_stats(reset=True)
-            body = {"model": model, "messages": PROMPT}
-            headers = {"authorization": f"Bearer {key}"}
-            url = f"{gateway}/v1/chat/completions"
-            outcomes, seconds = await _load(url, body, headers, plan)
+            load = plan.load(scenario)
+            outcomes, seconds = await _load(url, body, headers, load)
             upstream = await operator.fake_stats()
-            results.append(ScenarioResult(scenario, outcomes, seconds, upstream))
+            result = ScenarioResult(
+                scenario,
+                outcomes,
+                seconds,
+                upstream,
+                rate=plan.rate(scenario),
+                planned=plan.requests,
+                fault=plan.fault(scenario),
+                concurrency=load.concurrency,
+                per_model_quota=quota,
+            )
+            results.append(result)
     return results
 
 
@@ -210,7 +350,7 @@ def prepare_operator(env: dict[str, str]) -> str:
 
 
 def run_availability(
-    plan: LoadPlan, scenarios: Sequence[Scenario] = SCENARIOS
+    plan: LoadPlan, scenarios: Sequence[Scenario] = ALL_SCENARIOS
 ) -> list[ScenarioResult]:
     """Start the fake upstream and a gateway, run every scenario, stop them; bounded."""
     with (
@@ -233,26 +373,44 @@ def run_availability(
 # --------------------------------------------------------------------------- the report
 
 HEADER: Final = (
-    "| scenario | requests | answered | 503 all_targets_cooling_down | other errors "
-    "| upstream calls | upstream failures injected | req/s | result |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    "| scenario | fault | per_model_quota | concurrency | requests | answered "
+    "| direct baseline | bar | 503 all_targets_cooling_down | other errors | upstream calls "
+    "| upstream failures injected | req/s | result |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
-def _row(r: ScenarioResult) -> str:
+def _bar(r: ScenarioResult, direct: float | None) -> str:
+    if r.scenario.direct:
+        return f"≈ {1 - r.rate:.0%} (1 − fault rate)" if r.rate is not None else "—"
+    bar = r.bar(direct)
+    if r.scenario.below_direct is not None:
+        shown = f"{bar:.2%}" if bar is not None else "?"
+        return f"≥ {shown} (direct − {r.scenario.below_direct * 100:g} pt)"
+    return f"≥ {bar:.1%}" if bar is not None else "—"
+
+
+def _row(r: ScenarioResult, direct: float | None) -> str:
     others = sum(r.other_errors.values())
     injected = f"{r.upstream.get('failed', 0)} ({r.injected_rate:.2%})"
-    verdict = "pass" if not r.failures() else "FAIL: " + "; ".join(r.failures())
+    reasons = r.failures(direct)
+    verdict = "PASS" if not reasons else "FAIL: " + "; ".join(reasons)
     rps = r.requests / r.seconds if r.seconds else 0.0
+    quota = "—" if r.per_model_quota is None else str(r.per_model_quota).lower()
+    requests = f"{r.requests}" + (f" of {r.planned}" if r.requests < r.planned else "")
+    baseline = "—" if direct is None or not r.scenario.hinted else f"{direct:.2%}"
     return (
-        f"| {r.scenario.name} | {r.requests} | {r.success_rate:.2%} | {r.cooling} | {others} "
-        f"| {r.upstream.get('chat', 0)} | {injected} | {rps:.0f} | {verdict} |"
+        f"| {r.scenario.name} | {r.fault or '—'} | {quota} | {r.concurrency or '—'} "
+        f"| {requests} | **{r.success_rate:.2%}** | {baseline} | {_bar(r, direct)} "
+        f"| {r.cooling} | {others} | {r.upstream.get('chat', 0)} | {injected} | {rps:.0f} "
+        f"| {verdict} |"
     )
 
 
 def report(results: Sequence[ScenarioResult]) -> str:
     """The results as a Markdown table, then every error answer that was not a cooldown."""
-    lines = [HEADER, *(_row(r) for r in results)]
+    direct = direct_baseline(results)
+    lines = [HEADER, *(_row(r, direct) for r in results)]
     for r in results:
         if r.other_errors:
             detail = ", ".join(f"`{k}` × {n}" for k, n in sorted(r.other_errors.items()))
@@ -263,12 +421,19 @@ def report(results: Sequence[ScenarioResult]) -> str:
 def section(results: Sequence[ScenarioResult], plan: LoadPlan, stamp: str) -> str:
     """The ``## Availability`` section of BENCHMARKS.md."""
     intro = (
-        f"`make availability` (`manage.py availability`), {stamp}: {plan.requests} "
-        f"non-streaming requests per scenario at concurrency {plan.concurrency}; every "
-        f"connection's upstream answers {plan.status} to a random {plan.error_rate:.0%} of "
-        f"calls (fake upstream seed {plan.seed}). One daphne gateway, embedded default (SQLite, "
-        "memory store), default resilience settings. Targets: with two connections at least "
-        f"99.5 % answered and no `{COOLING}`; with one connection at least 99 %."
+        f"`make availability` (`manage.py availability`), {stamp}: up to {plan.requests} "
+        f"non-streaming requests per scenario (at most {plan.duration:.0f} s each), fake "
+        f"upstream seed {plan.seed}. One daphne gateway, embedded default (SQLite, memory "
+        "store), default resilience settings. Random faults: every connection's upstream "
+        f"answers {plan.status} to a random {plan.error_rate:.0%} of calls, at concurrency "
+        f"{plan.concurrency}; bars: with two connections at least 99.5 % answered and no "
+        f"`{COOLING}`, with one at least 99 %. Hinted faults: 429 with `Retry-After: "
+        f"{plan.retry_after}` on a random {plan.hinted_rate:.0%} of calls, at concurrency "
+        f"{plan.hinted_concurrency}, with the provider's `per_model_quota` on and off; the "
+        "direct baseline is the same load sent straight to the fake upstream by a client that "
+        "does not retry. Bars: never worse than the direct baseline less one point with one "
+        "connection, at least 99.5 % with two. A baseline that is not what its faults imply, "
+        "or an upstream that did not fail about the share asked for (4σ), fails its row too."
     )
     return f"{SECTION_TITLE}\n\n{textwrap.fill(intro, 95)}\n\n{report(results)}\n"
 

@@ -1,26 +1,21 @@
 """The chaos run's checks and its BENCHMARKS.md section.
 
-The success bound per route and mode is :func:`routing.chaos.faults.success_bound` with the
-targets a request can count on: a combo has three, one of which is down through the outage, so
-two; a single model one. Refusals with a ``Retry-After`` (``all_targets_cooling_down``,
-``provider_circuit_open``, as a 503 or in-band after a keep-alive) are what the spec answers
-while every target of the request is behind a timer it may not look past (an upstream hint, an
-open breaker, a probe in flight: decisions 15 and 20); they are clear errors, and the check
-allows them on top of the bound, as measured. So what it checks is that the other failures
-stay within what the faults allow: success + refusals ≥ bound − 3σ, σ the standard deviation
-of a binomial rate over the route's requests.
+The per-route availability check is :mod:`routing.chaos.check`: a floor from the injected
+faults alone (what a direct client making the calls a request can count on would get, less
+3σ), every refusal of the gateway counted as a failure, and only the requests the schedule left
+without any target for longer than they could wait excused, shown apart with the reason.
 """
 
 from __future__ import annotations
 
+import random
 import textwrap
 from collections import Counter
-from dataclasses import dataclass
-from typing import Final
 
 import orjson
 
 from routing.chaos import faults
+from routing.chaos.check import FaultSpec, RouteSpec, RouteVerdict, Sent, judge
 from routing.chaos.client import OK, VIOLATIONS
 from routing.chaos.run import (
     DOWN,
@@ -33,63 +28,27 @@ from routing.chaos.run import (
     ChaosResult,
 )
 
-# As an error status, or in-band after a keep-alive began the stream (a combo's cooldown wait).
-REFUSALS: Final = tuple(
-    f"{where} {code}"
-    for where in ("503", "stream")
-    for code in ("all_targets_cooling_down", "provider_circuit_open")
-)
+
+def fault_spec() -> FaultSpec:
+    """The schedule's faults as the check reads them, the hints taken from the 429s' knobs."""
+    knobs = [fault.knobs(random.Random(0)) for fault in faults.FAULTS]
+    hints = tuple(float(k["retry_after"]) for k in knobs if "retry_after" in k)
+    return FaultSpec(faults.FAULT_RATE, faults.MID_RATE, hints, DOWN)
 
 
-@dataclass(frozen=True, slots=True)
-class RouteFigures:
-    """One route in one mode: its answers against its bound."""
-
-    route: str
-    stream: bool
-    targets: int
-    outcomes: Counter[str]
-
-    @property
-    def requests(self) -> int:
-        return sum(self.outcomes.values())
-
-    @property
-    def counted_targets(self) -> int:
-        """The targets a request can count on: a combo's first one is down for a while."""
-        return self.targets - 1 if self.targets > 1 else 1
-
-    @property
-    def success(self) -> float:
-        return self.outcomes[OK] / self.requests if self.requests else 0.0
-
-    @property
-    def bound(self) -> float:
-        return faults.success_bound(self.counted_targets, self.stream)
-
-    @property
-    def allowance(self) -> float:
-        refused = sum(self.outcomes[r] for r in REFUSALS)
-        return refused / self.requests if self.requests else 0.0
-
-    @property
-    def floor(self) -> float:
-        return self.bound - self.allowance - faults.margin(self.bound, self.requests)
-
-    @property
-    def errors(self) -> Counter[str]:
-        return Counter({k: n for k, n in self.outcomes.items() if k != OK and k not in VIOLATIONS})
-
-    @property
-    def violations(self) -> int:
-        return sum(n for k, n in self.outcomes.items() if k in VIOLATIONS)
+def _sent(issued: list[tuple[str, float]], outage: tuple[float, float] | None) -> list[Sent]:
+    """Each request's outcome, with the seconds of the outage still to come at its issue."""
+    start, end = outage or (0.0, 0.0)
+    return [Sent(outcome, end - at if start <= at < end else 0.0) for outcome, at in issued]
 
 
-def figures(result: ChaosResult) -> list[RouteFigures]:
-    targets = {route.name: route.targets for route in result.routes}
+def verdicts(result: ChaosResult) -> list[RouteVerdict]:
+    """Every route and mode the load used, judged (:func:`routing.chaos.check.judge`)."""
+    specs = {route.name: RouteSpec(route.name, route.models) for route in result.routes}
+    spec = fault_spec()
     return [
-        RouteFigures(name, stream, targets[name], counts)
-        for (name, stream), counts in sorted(result.outcomes.items())
+        judge(specs[name], stream, _sent(issued, result.outage), spec, result.caps)
+        for (name, stream), issued in sorted(result.load.issued.items())
     ]
 
 
@@ -101,16 +60,15 @@ def terminal_connections(result: ChaosResult) -> list[str]:
 def failures(result: ChaosResult) -> list[str]:
     """Why the run fails its checks; empty when it passes."""
     reasons = []
-    issued = sum(f.requests for f in figures(result))
+    judged = verdicts(result)
+    issued = sum(v.requests for v in judged)
     if issued < result.plan.requests:
         reasons.append(f"only {issued} of {result.plan.requests} requests within the duration")
     if result.violations:
         kinds = Counter(v.outcome for _, v in result.violations)
         reasons.append("violations: " + ", ".join(f"{k} × {n}" for k, n in sorted(kinds.items())))
-    for f in figures(result):
-        if f.success < f.floor:
-            mode = "stream" if f.stream else "json"
-            reasons.append(f"{f.route} ({mode}): {f.success:.2%} answered, below {f.floor:.2%}")
+    for verdict in judged:
+        reasons.extend(verdict.reasons)
     down = next((n for n in result.seen.breakers if n.startswith("chaos-a-")), None)
     if down is None or "open" not in result.seen.breakers[down]:
         reasons.append(f"the breaker of the provider serving {DOWN} never opened in its outage")
@@ -127,13 +85,29 @@ def failures(result: ChaosResult) -> list[str]:
     return reasons
 
 
-def _row(f: RouteFigures) -> str:
-    errors = ", ".join(f"`{k}` × {n}" for k, n in sorted(f.errors.items())) or "—"
+def _row(v: RouteVerdict) -> str:
+    outcomes = v.judged + v.excused
+    shown = sorted((k, n) for k, n in v.judged.items() if k != OK and k not in VIOLATIONS)
+    errors = ", ".join(f"`{k}` × {n}" for k, n in shown) or "—"
+    violations = sum(n for k, n in outcomes.items() if k in VIOLATIONS)
+    refused = v.refused / v.judged.total() if v.judged else 0.0
     return (
-        f"| {f.route} | {'stream' if f.stream else 'json'} | {f.requests} | {f.outcomes[OK]} "
-        f"| {errors} | {f.violations} | {f.counted_targets} | {f.bound:.2%} | {f.allowance:.2%} "
-        f"| {f.floor:.2%} | **{f.success:.2%}** |"
+        f"| {v.route.name} | {v.mode} | {v.requests} | {v.excused.total()} | {v.judged[OK]} "
+        f"| {errors} | {refused:.2%} | {violations} | {v.targets_counted} | {v.bound:.2%} "
+        f"| {v.floor:.2%} | **{v.success:.2%}** | {'pass' if v.passed else 'FAIL'} |"
     )
+
+
+def _excused(judged: list[RouteVerdict]) -> list[str]:
+    """One line per route (both modes): how many requests were excused, which, and why."""
+    lines = []
+    for name in dict.fromkeys(v.route.name for v in judged):
+        modes = [v for v in judged if v.route.name == name]
+        excused = sum((v.excused for v in modes), Counter[str]())
+        shown = ", ".join(f"`{k}` × {n}" for k, n in sorted(excused.items()))
+        which = f" ({shown})" if shown else ""
+        lines.append(f"- {name}: {excused.total()} excused{which}; {modes[0].excuse}.")
+    return lines
 
 
 def report(result: ChaosResult) -> str:
@@ -142,11 +116,18 @@ def report(result: ChaosResult) -> str:
     for counts in result.outcomes.values():
         all_outcomes.update(counts)
     kinds = Counter(v.outcome for _, v in result.violations)
+    judged = verdicts(result)
     lines = [
-        "| route | mode | requests | success | clear errors | violations | targets counted "
-        "| bound | refusal allowance | floor (bound − allowance − 3σ) | measured |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-        *(_row(f) for f in figures(result)),
+        "| route | mode | requests | excused | success | clear errors (judged) "
+        "| refused (judged) | violations | targets counted | direct-client bound "
+        "| floor (bound − 3σ) | measured (judged) | result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        *(_row(v) for v in judged),
+        "",
+        "Excused (not judged: the schedule left every target down longer than the request "
+        f"could wait; wait caps {result.caps.single_ms} ms single model, "
+        f"{result.caps.combo_ms} ms combo, deadline {result.caps.deadline_ms} ms):",
+        *_excused(judged),
         "",
         f"Totals: {sum(all_outcomes.values())} requests in {result.load.seconds:.1f} s, "
         f"{all_outcomes[OK]} succeeded; hangs={kinds['hang']}, "
@@ -220,20 +201,22 @@ def section(result: ChaosResult, title: str, stamp: str) -> str:
     )
     changed = f"`{orjson.dumps(SETTINGS).decode()}`"
     formula = (
-        f"Success bound: each call fails with p = {p:.2f}, q = {q:.2f} of it mid-answer (after "
-        "the first content). A JSON request fails only if every target fails: 1 − p^k. A stream "
-        "commits to the first call that does not fail before its answer, so it also fails when "
-        "that call breaks mid-answer: (1 − p)/(1 − p + q) · (1 − (p − q)^k). k counts the "
-        "targets a request can rely on (combos 2, as their first target is down through the "
-        "outage; single models 1); retries only add calls. Refusals with a `Retry-After` "
-        "(`all_targets_cooling_down`, `provider_circuit_open`: every target of the request "
-        "behind a timer the spec does not let it look past, such as an upstream hint, an open "
-        "breaker or a probe in flight) are clear errors, allowed on top as measured; so the "
-        "check is success + refusals ≥ bound − 3σ (σ of a binomial rate over the route's "
-        "requests). Success means the exact text of the fake's answer, with one finish and one "
-        "`[DONE]` on a stream. Refusals dominate the single models: a `Retry-After: 1` locks "
-        "their only target for a second, and the concurrent requests of that second are "
-        "refused (the spec's single-model rule: no cooldown wait)."
+        f"Floor: each call fails with p = {p:.2f}, q = {q:.2f} of it mid-answer (after the "
+        "first content). A direct client making the calls a request can count on gets, for a "
+        "JSON request, 1 − p^k (it fails only if every target fails); for a stream, which "
+        "commits to the first call that does not fail before its answer and so also fails "
+        "when that call breaks mid-answer, (1 − p)/(1 − p + q) · (1 − (p − q)^k). k counts the "
+        "targets the outage spares (combos 2, single models 1); retries only add calls. The "
+        "floor is that bound less 3σ (σ of a binomial rate over the route's judged requests): "
+        "it comes from the injected faults alone. Every refusal of the gateway "
+        "(`all_targets_cooling_down`, `provider_circuit_open`, a 429) is a failure like any "
+        "other error; a request is excused (not judged) only when the schedule left every "
+        "target of its route down for longer than it could wait: issued during the outage "
+        "with more of it to come than its wait cap (`attempts.maxRetryAfterWaitMs` for a "
+        "single model, `comboCooldownWait.maxWaitMs` for a combo, at most the deadline). The "
+        f"schedule's `Retry-After: {faults.RETRY_AFTER_SECONDS}` is within both caps, so it "
+        "excuses nothing. Success means the exact text of the fake's answer, with one finish "
+        "and one `[DONE]` on a stream."
     )
     parts = [
         title, _fill(intro) + "\n" + changed, _fault_table(result), _fill(formula), report(result),

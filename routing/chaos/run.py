@@ -29,6 +29,7 @@ import aiohttp
 
 from routing.availability import Operator, prepare_operator
 from routing.chaos import faults
+from routing.chaos.check import WaitCaps
 from routing.chaos.client import Verdict, send
 from routing.loadgen import free_port, gateway_env, manage, spawned
 from routing.redis_server import RedisServer, running_redis
@@ -76,11 +77,15 @@ class ChaosPlan:
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """What a client asks for, and how many independent targets can answer it."""
+    """What a client asks for, and the upstream model of each target that can answer it."""
 
     name: str
     model: str
-    targets: int
+    models: tuple[str, ...]
+
+    @property
+    def targets(self) -> int:
+        return len(self.models)
 
 
 @dataclass(slots=True)
@@ -105,16 +110,19 @@ class Observations:
 
 @dataclass(slots=True)
 class LoadOutcome:
-    """What the clients got: verdicts by (route name, stream), the violations, one detail of
-    each kind of verdict, and how long the load took."""
+    """What the clients got: verdicts by (route name, stream), each with the monotonic time
+    its request was issued, the violations, one detail of each kind of verdict, and how long
+    the load took."""
 
     outcomes: dict[tuple[str, bool], Counter[str]] = field(default_factory=dict)
+    issued: dict[tuple[str, bool], list[tuple[str, float]]] = field(default_factory=dict)
     violations: list[tuple[str, Verdict]] = field(default_factory=list)
     examples: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
-    def add(self, route: Route, stream: bool, verdict: Verdict) -> None:
+    def add(self, route: Route, stream: bool, verdict: Verdict, issued_at: float) -> None:
         self.outcomes.setdefault((route.name, stream), Counter())[verdict.outcome] += 1
+        self.issued.setdefault((route.name, stream), []).append((verdict.outcome, issued_at))
         self.examples.setdefault(verdict.outcome, verdict.detail)
         if verdict.violation:
             self.violations.append((f"{route.name}, {'stream' if stream else 'json'}", verdict))
@@ -135,6 +143,8 @@ class ChaosResult:
     final_store: dict[str, Any]
     lockouts_left: int
     connections: list[dict[str, Any]]
+    caps: WaitCaps  # how long a request may wait for a target, as the gateway was set
+    outage: tuple[float, float] | None  # monotonic start and end of the outage, when it ran
     gateway_alive: bool = True
 
     @property
@@ -183,9 +193,14 @@ class ChaosOperator(Operator):
         for name, (strategy, order) in combos.items():
             targets = [{"provider": slugs[s], "model": model[s]} for s in order]
             await self.create("combos", {"name": name, "strategy": strategy, "targets": targets})
-        routes = [Route(f"combo {s}", name, 3) for name, (s, _) in combos.items()]
-        routes += [Route("single solo", f"{slugs['s']}/solo", 1),
-                   Route("single gamma (a combo member)", f"{slugs['c']}/gamma", 1)]  # fmt: skip
+        routes = [
+            Route(f"combo {strategy}", name, tuple(model[s] for s in order))
+            for name, (strategy, order) in combos.items()
+        ]
+        routes += [
+            Route("single solo", f"{slugs['s']}/solo", (model["s"],)),
+            Route("single gamma (a combo member)", f"{slugs['c']}/gamma", (model["c"],)),
+        ]
         key = await self.create("keys", {"name": f"chaos-{tag}", "allowed_models": []})
         return routes, str(key["key"])
 
@@ -227,9 +242,10 @@ async def _load(
             route, stream = mix[issued]
             issued += 1
             await milestone()
+            issued_at = time.monotonic()
             verdict = await send(session, url, key, route.model, stream=stream,
                                  deadline_ms=plan.deadline_ms)  # fmt: skip
-            load.add(route, stream, verdict)
+            load.add(route, stream, verdict, issued_at)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(plan.concurrency)))
@@ -272,6 +288,7 @@ async def _drive(gateway: str, fake: str, manage_key: str, plan: ChaosPlan,
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         operator = ChaosOperator(session, gateway, fake, manage_key)
         await operator.patch("/api/resilience", SETTINGS)
+        caps = wait_caps(await operator.get("/api/resilience"), plan.deadline_ms)
         routes, key = await operator.topology()
         entries = faults.schedule(plan.seed, plan.requests * 4)
         await operator.fake_stats(reset=True)
@@ -279,15 +296,16 @@ async def _drive(gateway: str, fake: str, manage_key: str, plan: ChaosPlan,
         seen = Observations()
         seen.see(await operator.get("/api/monitoring/health"))
 
-        outage_began = [0.0]
+        outage_began, outage_ended = [0.0], [0.0]
         lifted: list[asyncio.Task[None]] = []
 
         async def outage() -> None:
-            outage_began[0] = time.monotonic()
             await operator.fake_post("/_fake/models", {"model": DOWN, "knobs": OUTAGE_KNOBS})
+            outage_began[0] = time.monotonic()  # from here on, every call of DOWN stalls
 
         async def lift() -> None:
             await asyncio.sleep(outage_began[0] + OUTAGE_MIN_SECONDS - time.monotonic())
+            outage_ended[0] = time.monotonic()  # a call from here on may be answered
             await operator.fake_post("/_fake/models", {"model": DOWN, "knobs": {}})
             seen.note(f"outage over: {DOWN} answers again")
 
@@ -319,11 +337,34 @@ async def _drive(gateway: str, fake: str, manage_key: str, plan: ChaosPlan,
         connections = list(await operator.get("/api/connections/"))
         injected = Counter(name for name, _ in entries[: upstream.get("chat", 0)])
         return ChaosResult(
-            plan, routes, load, upstream, injected,
-            faults.digest(entries), seen, recovered, recovery,
-            {b["name"]: b["state"] for b in health.get("providerBreakers", [])},
-            health.get("store", {}), len(health.get("lockouts", [])), connections,
-        )  # fmt: skip
+            plan=plan,
+            routes=routes,
+            load=load,
+            upstream=upstream,
+            injected=injected,
+            digest=faults.digest(entries),
+            seen=seen,
+            recovered_after=recovered,
+            recovery=recovery,
+            final_breakers={b["name"]: b["state"] for b in health.get("providerBreakers", [])},
+            final_store=health.get("store", {}),
+            lockouts_left=len(health.get("lockouts", [])),
+            connections=connections,
+            caps=caps,
+            outage=(outage_began[0], outage_ended[0]) if outage_ended[0] else None,
+        )
+
+
+def wait_caps(document: dict[str, Any], deadline_ms: int) -> WaitCaps:
+    """How long the gateway's settings (the ``/api/resilience`` document) let a request wait
+    for a target to come back: a single model, a combo."""
+    combo = document["comboCooldownWait"]
+    waits = combo["enabled"] and combo["maxAttempts"] > 0
+    return WaitCaps(
+        single_ms=int(document["attempts"]["maxRetryAfterWaitMs"]),
+        combo_ms=int(combo["maxWaitMs"]) if waits else 0,
+        deadline_ms=deadline_ms,
+    )
 
 
 def run_chaos(plan: ChaosPlan, redis_binary: str) -> ChaosResult:

@@ -104,7 +104,9 @@ Knobs
                        always fails, ``0`` never. Draws come from one ``random.Random(seed)``
                        per server (``FakeUpstream(seed=...)``, ``manage.py fakeupstream
                        --seed``), so a sequential run is repeatable; e.g.
-                       ``base_url(status=503, error_rate=0.05)``.
+                       ``base_url(status=503, error_rate=0.05)``, or a random hinted 429:
+                       ``base_url(status=429, retry_after=1, error_rate=0.04)`` (the header
+                       only on the drawn 429s).
 ``max_tools``          int >= 0, unset by default: a request whose ``tools`` list has more
                        entries answers 400 (``invalid_request_error``, in the route's error
                        shape) with the message ``too many tools: this model supports at most N

@@ -1,4 +1,5 @@
-"""``manage.py availability``: random upstream 503s, and how many requests still succeed."""
+"""``manage.py availability``: random upstream 503s and hinted 429s, and how many requests
+still succeed (beside a direct client's share under the same 429s)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from routing.availability import LoadPlan, replace_section, report, run_availability, section
+from routing.availability import (
+    LoadPlan,
+    failures,
+    replace_section,
+    report,
+    run_availability,
+    section,
+)
 
 
 def _rate(value: str) -> float:
@@ -21,9 +29,11 @@ def _rate(value: str) -> float:
 
 class Command(BaseCommand):
     help = (
-        "Availability under sporadic upstream failures: two connections, then one, each "
-        "answering --status to a random --error-rate of calls (all on 127.0.0.1, bounded). "
-        "Exits non-zero when a scenario misses its target."
+        "Availability under sporadic upstream failures (all on 127.0.0.1, bounded): two "
+        "connections, then one, each answering --status to a random --error-rate of calls; "
+        "then 429 with Retry-After on a random --hinted-rate of calls, straight to the upstream "
+        "(the direct baseline), then through one and two connections with the provider's "
+        "per_model_quota on and off. Exits non-zero when a scenario misses its target."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,10 +41,20 @@ class Command(BaseCommand):
         parser.add_argument("--requests", type=int, default=defaults.requests, help="Per scenario.")
         parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
         parser.add_argument(
-            "--duration", type=float, default=defaults.duration, help="Seconds cap."
+            "--duration", type=float, default=defaults.duration, help="Seconds cap per scenario."
         )
         parser.add_argument("--error-rate", type=_rate, default=defaults.error_rate)
         parser.add_argument("--status", type=int, default=defaults.status)
+        parser.add_argument(
+            "--hinted-rate",
+            type=_rate,
+            default=defaults.hinted_rate,
+            help="Share of calls answering 429 with a Retry-After in the hinted scenarios.",
+        )
+        parser.add_argument(
+            "--retry-after", type=int, default=defaults.retry_after, help="Seconds, hinted 429."
+        )
+        parser.add_argument("--hinted-concurrency", type=int, default=defaults.hinted_concurrency)
         parser.add_argument("--seed", type=int, default=defaults.seed, help="Fake upstream seed.")
         parser.add_argument("--write", action="store_true", help="Update BENCHMARKS.md.")
 
@@ -46,6 +66,9 @@ class Command(BaseCommand):
             error_rate=options["error_rate"],
             status=options["status"],
             seed=options["seed"],
+            hinted_rate=options["hinted_rate"],
+            retry_after=options["retry_after"],
+            hinted_concurrency=options["hinted_concurrency"],
         )
         results = run_availability(plan)
         self.stdout.write(report(results) + "\n")
@@ -54,6 +77,5 @@ class Command(BaseCommand):
             path = Path(settings.BASE_DIR) / "BENCHMARKS.md"
             path.write_text(replace_section(path.read_text(), section(results, plan, stamp)))
             self.stdout.write(f"Written to {path}.\n")
-        failed = [f"{r.scenario.name}: {'; '.join(r.failures())}" for r in results if r.failures()]
-        if failed:
+        if failed := failures(results):
             raise CommandError("availability targets missed: " + " | ".join(failed))

@@ -48,6 +48,24 @@ async def test_five_percent_of_a_thousand_fail(seeded: FakeUpstream) -> None:
     assert seeded.stats == {"chat": 1000, "failed": failed, "connections": ANY}
 
 
+async def test_a_random_429_carries_its_retry_after(seeded: FakeUpstream) -> None:
+    # The hinted case of ``make availability``: 4 % of calls answer 429 with Retry-After: 1.
+    url = seeded.base_url(status=429, retry_after=1, error_rate=0.04) + "/chat/completions"
+    gate = asyncio.Semaphore(16)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+
+        async def one() -> tuple[int, str | None]:
+            async with gate, session.post(url, json={"model": "gpt-4o"}) as resp:
+                await resp.read()
+                return resp.status, resp.headers.get("retry-after")
+
+        got = await asyncio.gather(*(one() for _ in range(1000)))
+    limited = [hint for status, hint in got if status == 429]
+    assert set(got) <= {(200, None), (429, "1")}
+    assert 10 <= len(limited) <= 75  # 40 expected, within 5 standard deviations
+    assert seeded.stats == {"chat": 1000, "failed": len(limited), "connections": ANY}
+
+
 @pytest.mark.parametrize(("rate", "expected"), [("0", {200}), ("1", {503}), ("1.0", {503})])
 async def test_rate_zero_never_fails_and_one_always_does(
     seeded: FakeUpstream, rate: str, expected: set[int]
