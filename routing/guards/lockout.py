@@ -2,7 +2,9 @@
 skip a locked (connection, model) pair while the connection keeps serving its other models.
 
 When a pair's self-set lock has ended, one request claims its probe; the others keep skipping
-it until the probe has answered (or its claim expired).
+it until the probe has answered (or its claim expired). A failed probe locks the pair again for
+twice as long, up to the cap (decision 25); the outcome recorder tells a probe's failure by the
+record read here.
 """
 
 from __future__ import annotations
