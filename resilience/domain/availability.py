@@ -14,7 +14,9 @@ outage ends, and never later than the cap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from resilience.domain.classification import Classification
 
 DEFAULT_CONSECUTIVE_FAILURES = 3
 DEFAULT_TRANSIENT_COOLDOWN_BASE_MS = 2_000
@@ -54,4 +56,18 @@ class AvailabilitySettings:
             failed_probes,
             base_seconds=self.transient_base_seconds,
             cap_seconds=self.transient_cap_seconds,
+        )
+
+    def self_set_cooldown(self, found: Classification, level: int) -> Classification:
+        """A connection cooldown the gateway sets itself: the base, doubled for each earlier
+        cooldown of the run (the backoff ``level``: each one ended in a failed try), never
+        past the cap; the level stops rising once the cap is reached. A success clears the
+        level, so the next run starts from the base again."""
+        seconds = self.transient_cooldown_seconds(level)
+        rising = seconds < self.transient_cap_seconds
+        return replace(
+            found,
+            cooldown_ms=round(seconds * 1000),
+            new_backoff_level=level + 1 if rising else level,
+            base_cooldown_ms=self.transient_cooldown_base_ms,
         )

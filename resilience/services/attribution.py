@@ -215,15 +215,14 @@ async def _charge_connection(
     never_terminal: bool,
 ) -> Verdict:
     now = store.clock()
-    cap_ms = policies.availability.transient_cooldown_cap_ms
     self_set = attribution.timer is TimerClass.SELF_SET
 
     def classified(level: int) -> Classification:
         found = classify(
             replace(failure, backoff_level=level), policies.profile, now=now, tz=policies.tz
         )
-        if self_set and found.cooldown_ms > cap_ms:  # decision 16: self-set timers are capped
-            return replace(found, cooldown_ms=cap_ms)
+        if self_set and found.cooldown_ms > 0:
+            return policies.availability.self_set_cooldown(found, level)
         return found
 
     if signals.refusal:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from resilience.domain.availability import AvailabilitySettings, transient_cooldown_seconds
+from resilience.domain.classifier import Classification, Reason
 from resilience.domain.lockout import FailureState, Lock, decay, record_transient
 
 NOW = 1_700_000_000.0
@@ -115,3 +116,19 @@ def test_a_success_starts_the_next_run_from_the_base() -> None:
 def test_a_record_written_before_probes_were_kept_reads_as_none_failed() -> None:
     old = {"n": 3, "last": NOW, "window": 60.0, "cooldown": 30.0, "run": 3}
     assert FailureState.from_dict(old).probes == 0
+
+
+RATE_LIMITED = Classification(True, 3_000, 1, Reason.RATE_LIMIT_EXCEEDED, base_cooldown_ms=3_000)
+
+
+@pytest.mark.parametrize(
+    ("level", "cooldown_ms", "new_level"),
+    [(0, 2_000, 1), (1, 4_000, 2), (2, 8_000, 3), (3, 16_000, 4), (4, 30_000, 4), (9, 30_000, 9)],
+)
+def test_a_self_set_connection_cooldown_doubles_per_level_up_to_the_cap(
+    level: int, cooldown_ms: int, new_level: int
+) -> None:
+    found = DEFAULTS.self_set_cooldown(RATE_LIMITED, level)
+
+    assert (found.cooldown_ms, found.new_backoff_level) == (cooldown_ms, new_level)
+    assert found.reason == Reason.RATE_LIMIT_EXCEEDED
