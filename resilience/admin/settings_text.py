@@ -179,9 +179,15 @@ FIELDS: dict[str, tuple[str, str]] = {
         "Failures in a row of one model on one account (timeouts, server errors) before that "
         "pair is taken out of rotation for a while.",
     ),
+    "availability.transientCooldownBaseMs": (
+        "First rest after short failures (ms)",
+        "How long such a pair, or an account the gateway rests after short failures, first "
+        "stays out. Each failed try after a rest doubles the next one; a success starts again "
+        "from this. Must not exceed the longest rest.",
+    ),
     "availability.transientCooldownCapMs": (
         "Longest rest after short failures (ms)",
-        "The most time such a pair stays out.",
+        "The most time such a pair or account stays out, however often it failed.",
     ),
     "availability.panicEnabled": (
         "Try anyway when everything is resting",

@@ -13,8 +13,9 @@ module says *whom it is charged to*, always the narrowest scope the evidence sup
   quota signal on a provider whose quota is not per model. The reference's connection
   cooldowns and terminal states apply.
 
-Each timer carries its class (the spec's timer table): only ``self_set`` timers are capped by
-``availability.transientCooldownCapMs`` and may be overridden by a panic attempt.
+Each timer carries its class (the spec's timer table): only ``self_set`` timers are sized by
+the availability settings (``transientCooldownBaseMs``, doubled per failed probe up to
+``transientCooldownCapMs``) and may be overridden by a panic attempt.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from resilience.domain.attribution import TimerClass
+from resilience.domain.availability import AvailabilitySettings
 
 DEFAULT_ERROR_CODES = (403, 404, 429, 502, 503, 504)
 DEFAULT_WINDOW_SECONDS = 30 * 60.0
@@ -116,6 +117,7 @@ class FailureState:
     window: float
     last_cooldown: float
     consecutive: int = 0  # transient failures in a row (decision 14); a success resets it
+    probes: int = 0  # failed probes since the run first locked the pair (decision 25)
     # The last hinted refusal's hint ends then (epoch seconds; 0: none since the last success).
     hinted_until: float = 0.0
     # A hinted lock whose end no success has followed yet: its start (0: none). When the lock
@@ -129,6 +131,7 @@ class FailureState:
             "window": self.window,
             "cooldown": self.last_cooldown,
             "run": self.consecutive,
+            "probes": self.probes,
         }
         if self.hinted_until:
             data["hinted"] = self.hinted_until
@@ -144,6 +147,7 @@ class FailureState:
             float(data["window"]),
             float(data["cooldown"]),
             int(data.get("run") or 0),
+            int(data.get("probes") or 0),
             float(data.get("hinted") or 0.0),
             float(data.get("hinted_lock") or 0.0),
         )
@@ -268,42 +272,59 @@ def record_transient(
     lock: Lock | None,
     *,
     reason: str,
-    threshold: int,
-    cap_seconds: float,
-    settings: LockoutSettings,
+    availability: AvailabilitySettings,
     now: float,
     window_seconds: float = 0.0,
+    probe: bool = False,
 ) -> tuple[FailureState, Lock | None]:
-    """One transient failure of a pair (decisions 14 and 16).
+    """One transient failure of a pair (decisions 14, 16 and 25).
 
-    Counted only, until ``threshold`` failures in a row: then the pair is locked, escalating
-    with the lockout settings like any model lock but never past ``cap_seconds``. A longer
-    lock already in place is kept.
+    Counted only, until ``availability.consecutive_failures`` in a row: then the pair is
+    locked for the availability base. Once the run has locked the pair, each failure of its
+    probe (the request let through when the lock ended, or a panic attempt through the lock:
+    ``probe``) doubles the lock, never past the cap; ``FailureState.probes`` remembers how
+    many failed. A failure while the lock still holds that was no probe (an attempt that
+    started before the lock) is counted and leaves the lock as it is. A longer lock already
+    in place is kept.
     """
     prior = previous if previous is not None and previous.inside(now) else None
     count = prior.failure_count + 1 if prior else 1
     run = prior.consecutive + 1 if prior else 1
     window = window_seconds if window_seconds > 0 else DEFAULT_WINDOW_SECONDS
+    threshold = availability.consecutive_failures
     if run < threshold:
         last_cooldown = prior.last_cooldown if prior else 0.0
         return FailureState(count, now, window, last_cooldown, run), lock
-    cooldown = min(escalated_seconds(run - threshold + 1, settings), cap_seconds)
-    state = FailureState(count, now, window, cooldown, run)
+    held = lock is not None and lock.until > now
+    if prior is None or prior.consecutive < threshold:
+        probes = 0  # the run reaches the threshold: the first lock
+    elif probe or not held:
+        probes = prior.probes + 1  # a failed probe
+    else:
+        return FailureState(count, now, window, prior.last_cooldown, run, prior.probes), lock
+    cooldown = availability.transient_cooldown_seconds(probes)
+    state = FailureState(count, now, window, cooldown, run, probes)
     if lock is not None and lock.until > now + cooldown:
         return state, lock
     return state, Lock(reason, now + cooldown, now, run, TimerClass.SELF_SET)
 
 
 def decay(previous: FailureState | None) -> FailureState | None:
-    """A success halves the failure count and ends the run and any hinted evidence; ``None``
-    at 0 (the lock goes too: decision 6)."""
+    """A success halves the failure count and ends the run (so the next lock starts again
+    from the base: decision 25) and any hinted evidence; ``None`` at 0 (the lock goes too:
+    decision 6)."""
     if previous is None:
         return None
     halved = previous.failure_count // 2
     if halved <= 0:
         return None
     return replace(
-        previous, failure_count=halved, consecutive=0, hinted_until=0.0, hinted_lock_at=0.0
+        previous,
+        failure_count=halved,
+        consecutive=0,
+        probes=0,
+        hinted_until=0.0,
+        hinted_lock_at=0.0,
     )
 
 

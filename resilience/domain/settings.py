@@ -8,7 +8,8 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
                                        useUpstream429BreakerHints}
     modelLockout.{enabled, errorCodes, baseCooldownMs, maxCooldownMs, maxBackoffSteps,
                   useExponentialBackoff}
-    availability.{consecutiveFailures, transientCooldownCapMs, panicEnabled}
+    availability.{consecutiveFailures, transientCooldownBaseMs, transientCooldownCapMs,
+                  panicEnabled}
     attempts.{retriesPerTarget, backoffBaseMs, maxRetryAfterWaitMs, deadlineMs,
               timeToFirstTokenMs, streamIdleMs}
     streamRecovery.{enabled, continueMidStream}
@@ -52,7 +53,8 @@ resolves to ``SessionAffinitySettings``: ``ttlMs`` 0 (off) to 86 400 000, for ev
 environment variable). ``RULES`` add the cross-field constraints: a breaker degrades before it
 opens (degradationThreshold < failureThreshold), and the cooldown's minimum is at most its
 maximum (for the provider cooldown and the model lockout alike), as a combo's cooldown-wait
-budget is at least its longest single wait.
+budget is at least its longest single wait and the availability's first self-set timer
+(``transientCooldownBaseMs``) at most its cap (a stored cap below it lowers the base).
 
 - ``resolve_settings`` reads a stored document leniently and never fails: the reference's
   "toInteger" rule (numbers and numeric strings are truncated and clamped, anything else keeps
@@ -246,6 +248,7 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             consecutive_failures=number_of(values, "availability.consecutiveFailures"),
             transient_cooldown_cap_ms=number_of(values, "availability.transientCooldownCapMs"),
             panic_enabled=bool(values["availability.panicEnabled"]),
+            transient_cooldown_base_ms=number_of(values, "availability.transientCooldownBaseMs"),
         ),
         attempts=AttemptPolicy(
             retries_per_target=number_of(values, "attempts.retriesPerTarget"),
@@ -303,6 +306,7 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
         "modelLockout": _lockout_document(settings.model_lockout),
         "availability": {
             "consecutiveFailures": settings.availability.consecutive_failures,
+            "transientCooldownBaseMs": settings.availability.transient_cooldown_base_ms,
             "transientCooldownCapMs": settings.availability.transient_cooldown_cap_ms,
             "panicEnabled": settings.availability.panic_enabled,
         },

@@ -200,13 +200,19 @@ class BelowRule:
 
 @dataclass(frozen=True, slots=True)
 class AtMostRule:
-    """``lower`` ≤ ``upper`` (``upper`` raised to ``lower`` on resolve)."""
+    """``lower`` ≤ ``upper`` (on resolve ``upper`` is raised to ``lower``, or with
+    ``lower_yields`` ``lower`` is cut to ``upper``)."""
 
     lower: str
     upper: str
+    lower_yields: bool = False
 
     def fix(self, values: dict[str, Value]) -> None:
-        values[self.upper] = max(number_of(values, self.upper), number_of(values, self.lower))
+        low, high = number_of(values, self.lower), number_of(values, self.upper)
+        if self.lower_yields:
+            values[self.lower] = min(low, high)
+        else:
+            values[self.upper] = max(high, low)
 
     def check(self, values: Mapping[str, Value], touched: frozenset[str]) -> dict[str, str]:
         if not touched & {self.lower, self.upper} or not {self.lower, self.upper} <= set(values):

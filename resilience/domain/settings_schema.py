@@ -98,6 +98,10 @@ AVAILABILITY_FIELDS: dict[str, FieldSpec] = {
     "availability.consecutiveFailures": FieldSpec(
         Kind.INT, _AVAILABILITY.consecutive_failures, 2, 100
     ),
+    # Decision 25: self-set timers start at the base and double per failed probe to the cap.
+    "availability.transientCooldownBaseMs": FieldSpec(
+        Kind.INT, _AVAILABILITY.transient_cooldown_base_ms, 100, 60_000
+    ),
     "availability.transientCooldownCapMs": FieldSpec(
         Kind.INT, _AVAILABILITY.transient_cooldown_cap_ms, 1_000, 600_000
     ),
@@ -257,4 +261,10 @@ RULES: tuple[Rule, ...] = (
     AtMostRule("providerCooldown.minRetryCooldownMs", "providerCooldown.maxRetryCooldownMs"),
     AtMostRule("modelLockout.baseCooldownMs", "modelLockout.maxCooldownMs"),
     AtMostRule("comboCooldownWait.maxWaitMs", "comboCooldownWait.budgetMs"),
+    # A stored cap below the base lowers the base: no self-set timer outlasts the cap.
+    AtMostRule(
+        "availability.transientCooldownBaseMs",
+        "availability.transientCooldownCapMs",
+        lower_yields=True,
+    ),
 )

@@ -136,8 +136,11 @@ async def attempt_failed(
     siblings: Mapping[int, ConnectionState] | None = None,
     never_terminal: bool = False,
     seen: ConnectionState | None = None,
+    probe: bool = False,
 ) -> Verdict:
-    """Charge one failed attempt to its narrowest scope and apply the effect."""
+    """Charge one failed attempt to its narrowest scope and apply the effect. ``probe``: the
+    attempt held its pair's probe (the pair's run had locked it when the attempt was let
+    through), so a transient failure doubles the pair's lock."""
     now = store.clock()
     level = (seen or subject.durable).backoff_level
     classification = classify(
@@ -149,7 +152,7 @@ async def attempt_failed(
     if attribution.scope is Scope.REQUEST:
         return Verdict(attribution, classification=classification, hint_ms=hint)
     if attribution.scope is Scope.PAIR:
-        effect = await _charge_pair(store, subject, attribution, policies)
+        effect = await _charge_pair(store, subject, attribution, policies, probe)
     else:
         verdict = await _charge_connection(
             store, subject, failure, attribution, policies, signals, siblings or {},
@@ -166,19 +169,26 @@ async def attempt_failed(
 
 
 async def _charge_pair(
-    store: StateStore, subject: Subject, attribution: Attribution, policies: Policies
+    store: StateStore,
+    subject: Subject,
+    attribution: Attribution,
+    policies: Policies,
+    probe: bool = False,
 ) -> Effect:
     window = policies.breaker.reset_timeout
     if subject.disable_cooling:  # the operator's word: count nothing, lock nothing
         return Effect.NONE
     if attribution.transient:
         lock = await pair_record_transient(
-            store=store, provider=subject.provider, connection_id=subject.connection_id,
-            model=subject.model, reason=attribution.reason or "server_error",
-            threshold=policies.availability.consecutive_failures,
-            cap_seconds=policies.availability.transient_cap_seconds,
-            settings=policies.lockout, window_seconds=window,
-        )  # fmt: skip
+            store=store,
+            provider=subject.provider,
+            connection_id=subject.connection_id,
+            model=subject.model,
+            reason=attribution.reason or "server_error",
+            availability=policies.availability,
+            window_seconds=window,
+            probe=probe,
+        )
         return Effect.LOCKED if lock is not None else Effect.COUNTED
     if attribution.lock_ms <= 0 and attribution.timer is not TimerClass.OPERATOR:
         return Effect.NONE
@@ -238,15 +248,14 @@ async def _charge_connection(
     never_terminal: bool,
 ) -> Verdict:
     now = store.clock()
-    cap_ms = policies.availability.transient_cooldown_cap_ms
     self_set = attribution.timer is TimerClass.SELF_SET
 
     def classified(level: int) -> Classification:
         found = classify(
             replace(failure, backoff_level=level), policies.profile, now=now, tz=policies.tz
         )
-        if self_set and found.cooldown_ms > cap_ms:  # decision 16: self-set timers are capped
-            return replace(found, cooldown_ms=cap_ms)
+        if self_set and found.cooldown_ms > 0:
+            return policies.availability.self_set_cooldown(found, level)
         return found
 
     if signals.refusal:

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import (
     FailureState,
     Lock,
@@ -94,11 +95,17 @@ class LockRecord:
     def awaiting_probe(self, model: str, threshold: int) -> float | None:
         """A pair whose run of transient failures locked it and whose lock has ended: the
         next request is its probe (decision 16). Returns the run's generation (its last
-        failure time), or ``None``."""
-        state = self.failures.get(model_slot(model, LockScope.EXACT))
-        if state is None or state.consecutive < threshold:
+        failure time), or ``None``. The caller has checked that no lock holds it."""
+        if not self.locked_in_run(model, threshold):
             return None
-        return state.last_failure_at
+        return self.failures[model_slot(model, LockScope.EXACT)].last_failure_at
+
+    def locked_in_run(self, model: str, threshold: int) -> bool:
+        """Whether the pair's current run of transient failures has locked it: an attempt
+        let through now (the probe after the lock, or a panic attempt through it) is the
+        pair's probe (decision 25)."""
+        state = self.failures.get(model_slot(model, LockScope.EXACT))
+        return state is not None and state.consecutive >= threshold
 
     def awaiting_hinted_probe(self, model: str) -> float | None:
         """A pair whose upstream-hinted lock has ended with no success since: the next
@@ -234,21 +241,25 @@ async def pair_record_transient(
     connection_id: int,
     model: str,
     reason: str,
-    threshold: int,
-    cap_seconds: float,
-    settings: LockoutSettings,
+    availability: AvailabilitySettings,
     window_seconds: float = 0.0,
+    probe: bool = False,
 ) -> Lock | None:
-    """Count one transient failure of the pair; lock it once ``threshold`` ran in a row."""
+    """Count one transient failure of the pair; lock it once enough ran in a row, and double
+    the lock when the failure was its probe's (``probe``: the attempt held the pair's probe)."""
     slot = model_slot(model, LockScope.EXACT)
     now = store.clock()
 
     def step(record: LockRecord) -> LockRecord:
         state, lock = record_transient(
-            probe_settled(record.failures.get(slot)), record.locks.get(slot), reason=reason,
-            threshold=threshold, cap_seconds=cap_seconds, settings=settings, now=now,
+            probe_settled(record.failures.get(slot)),
+            record.locks.get(slot),
+            reason=reason,
+            availability=availability,
+            now=now,
             window_seconds=window_seconds,
-        )  # fmt: skip
+            probe=probe,
+        )
         record.failures[slot] = state
         if lock is not None:
             record.locks[slot] = lock

@@ -80,12 +80,17 @@ class AttributionRecorder:
         snapshot = context.snapshot
         failure = failure_input(target, outcome, snapshot.error_rules.get(slug, ()))
         siblings = {c.id: c.state for c in snapshot.connections_for(slug) if c.id != connection.id}
+        # The pair's record as read when the attempt was let through: a run that had locked
+        # the pair makes this attempt its probe (after the lock, or a panic attempt through it).
+        locks = context.lock_records.get(connection.id)
+        threshold = snapshot.availability.consecutive_failures
+        probe = locks is not None and locks.locked_in_run(target.model, threshold)
         verdict: Verdict = await attempt_failed(
             store=self.store, subject=subject, failure=failure, policies=policies,
             network=outcome.kind is OutcomeKind.NETWORK_ERROR,
             breaker_counts=counts_for_breaker(context.plan, target, outcome), permit=permit,
             siblings=siblings,
             never_terminal=target.provider.egress_bucketed_lock and failure.status == 429,
-            seen=seen,
+            seen=seen, probe=probe,
         )  # fmt: skip
         context.verdicts[(connection.id, target.model)] = verdict

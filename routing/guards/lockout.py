@@ -3,11 +3,13 @@
 models.
 
 When a pair's self-set lock has ended, one request claims its probe; the others keep skipping
-it until the probe has answered (or its claim expired). When an upstream-hinted lock has
-ended, one request claims its probe too, and the others poll the pair every
-:data:`PROBE_POLL_SECONDS` and follow as soon as the probe succeeded (or wait for the new lock
-when it was refused again): a real rate limit sees about one attempt per hint period. A probe
-that ends with no answer (the client left) gives its claim back at once.
+it until the probe has answered (or its claim expired). A failed probe locks the pair again for
+twice as long, up to the cap (decision 25); the outcome recorder tells a probe's failure by the
+record read here. When an upstream-hinted lock has ended, one request claims its probe too,
+and the others poll the pair every :data:`PROBE_POLL_SECONDS` and follow as soon as the probe
+succeeded (or wait for the new lock when it was refused again): a real rate limit sees about
+one attempt per hint period. A probe that ends with no answer (the client left) gives its
+claim back at once.
 """
 
 from __future__ import annotations

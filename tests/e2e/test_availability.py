@@ -49,9 +49,14 @@ def settings_patch(gateway: Gateway, patch: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def fast_recovery(gateway: Gateway) -> Iterator[dict[str, Any]]:
-    """``availability``: three failures lock a pair, for at most a second; restored after."""
+    """``availability``: three failures lock a pair, for one second (base = cap); restored
+    after."""
     before = gateway.api.get("/api/resilience").json().get("availability")
-    patch = {"consecutiveFailures": 3, "transientCooldownCapMs": CAP_MS}
+    patch = {
+        "consecutiveFailures": 3,
+        "transientCooldownBaseMs": CAP_MS,
+        "transientCooldownCapMs": CAP_MS,
+    }
     yield settings_patch(gateway, {"availability": patch})["availability"]
     if before is not None:
         settings_patch(gateway, {"availability": before})

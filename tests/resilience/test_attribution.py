@@ -13,6 +13,7 @@ from resilience.domain.attribution import (
     TimerClass,
     attribute,
 )
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.breaker_window import FailureWindow
 from resilience.domain.classifier import (
     DEFAULT_COOLDOWN_PROFILES,
@@ -21,7 +22,7 @@ from resilience.domain.classifier import (
     RuleScope,
     classify,
 )
-from resilience.domain.lockout import LockoutSettings, record_transient
+from resilience.domain.lockout import record_transient
 
 NOW = 1_700_000_000.0
 API_KEY = DEFAULT_COOLDOWN_PROFILES["api_key"]
@@ -146,34 +147,30 @@ def test_operator_rules_choose_their_scope(scope: RuleScope, expected: Scope) ->
 
 # --- the pair's run of transient failures (decisions 14 and 16) ------------------------------
 
-LOCKOUT = LockoutSettings()
+AVAILABILITY = AvailabilitySettings()  # 3 in a row; 2 s doubling per failed probe to 30 s
 
 
-def test_a_run_locks_the_pair_at_the_threshold_within_the_cap() -> None:
+def test_a_run_locks_the_pair_at_the_threshold_for_the_base() -> None:
     state, lock = None, None
     for failure in range(1, 3):
         state, lock = record_transient(
-            state, lock, reason="server_error", threshold=3, cap_seconds=30, settings=LOCKOUT,
-            now=NOW + failure,
-        )  # fmt: skip
+            state, lock, reason="server_error", availability=AVAILABILITY, now=NOW + failure
+        )
         assert lock is None and state.consecutive == failure
     state, lock = record_transient(
-        state, lock, reason="server_error", threshold=3, cap_seconds=30, settings=LOCKOUT,
-        now=NOW + 3,
-    )  # fmt: skip
+        state, lock, reason="server_error", availability=AVAILABILITY, now=NOW + 3
+    )
     assert lock is not None and lock.self_set
-    assert lock.until - (NOW + 3) == 30  # the lockout base (120 s) capped
+    assert lock.until - (NOW + 3) == 2  # the availability base, whatever modelLockout says
 
 
 def test_a_stale_run_starts_again() -> None:
     state, _ = record_transient(
-        None, None, reason="x", threshold=3, cap_seconds=30, settings=LOCKOUT, now=NOW,
-        window_seconds=60,
-    )  # fmt: skip
+        None, None, reason="x", availability=AVAILABILITY, now=NOW, window_seconds=60
+    )
     later, lock = record_transient(
-        state, None, reason="x", threshold=3, cap_seconds=30, settings=LOCKOUT, now=NOW + 61,
-        window_seconds=60,
-    )  # fmt: skip
+        state, None, reason="x", availability=AVAILABILITY, now=NOW + 61, window_seconds=60
+    )
     assert (later.consecutive, lock) == (1, None)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
+from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
 from resilience.models import ModelLockRecord
 from resilience.persistence import (
@@ -49,9 +50,13 @@ async def _hinted_lock(store: StateStore) -> float:
 
 async def _transient(store: StateStore, connection: int = CONNECTION) -> None:
     await pair_record_transient(
-        store=store, provider=PROVIDER, connection_id=connection, model=MODEL,
-        reason="server_error", threshold=3, cap_seconds=30.0, settings=LockoutSettings(),
-    )  # fmt: skip
+        store=store,
+        provider=PROVIDER,
+        connection_id=connection,
+        model=MODEL,
+        reason="server_error",
+        availability=AvailabilitySettings(),
+    )
 
 
 async def _until(store: StateStore) -> float | None:
@@ -89,17 +94,17 @@ async def test_a_hinted_lock_is_in_the_database_before_the_answer(
 
 async def test_a_locked_model_stays_locked_across_a_restart(fake_clock: FakeClock) -> None:
     store = MemoryStore(clock=fake_clock)
-    for _ in range(3):  # three transient failures in a row lock the pair (self-set, 30 s)
+    for _ in range(3):  # three transient failures in a row lock the pair (self-set, 2 s)
         await _transient(store)
     await persistence_flush()
     until = await _until(store)
-    assert until == fake_clock() + 30
+    assert until == fake_clock() + 2
 
-    fake_clock.advance(5)
+    fake_clock.advance(1)
     restarted = MemoryStore(clock=fake_clock)  # a new process: same database, empty store
     await resilience_ready(restarted, chores=False)
 
-    assert await _until(restarted) == until  # the same end, not a fresh 30 s
+    assert await _until(restarted) == until  # the same end, not a fresh 2 s
 
 
 async def test_counting_failures_writes_nothing_until_a_lock_changes(

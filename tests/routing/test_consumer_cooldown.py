@@ -42,9 +42,10 @@ from tests.routing.harness import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# API-key profile: base 3 s doubling per level, level capped at 5; a self-set timer (no
-# upstream hint) is capped at availability.transientCooldownCapMs, 30 s (decision 16).
-SCALED = [(3, 1), (6, 2), (12, 3), (24, 4), (30, 5), (30, 5), (30, 5)]
+# A self-set timer (no upstream hint) starts at availability.transientCooldownBaseMs, 2 s, and
+# doubles with each failed try up to availability.transientCooldownCapMs, 30 s (decision 25);
+# the backoff level stops rising at the cap.
+SCALED = [(2, 1), (4, 2), (8, 3), (16, 4), (30, 4), (30, 4), (30, 4)]
 # A 429 without a hint on an account-wide-quota provider: the connection cools, scaled.
 SLOW_DOWN = error(429, "slow down")
 
@@ -99,7 +100,7 @@ async def test_a_429_with_retry_after_cools_only_that_connection_for_the_hinted_
 # --- 2 and 3. scaled backoff, raised once per cooldown --------------------------------------
 
 
-async def test_failures_without_a_hint_scale_the_cooldown_up_to_the_level_5_ceiling(
+async def test_failures_without_a_hint_double_the_cooldown_from_the_base_up_to_the_cap(
     gateway: Gateway, primary: int, backup: int, patient_breaker: None
 ) -> None:
     fake = gateway.fake
@@ -129,7 +130,7 @@ async def test_fifty_concurrent_failures_raise_the_backoff_level_once(
     assert {reply.connection for reply in replies} == {backup}
     assert gateway.fake.calls.count(PRIMARY) == requests
     state = await gateway.state(primary)
-    assert (state.backoff_level, state.remaining(gateway.clock.now)) == (1, 3)
+    assert (state.backoff_level, state.remaining(gateway.clock.now)) == (1, 2)
 
 
 # --- 4. terminal states ---------------------------------------------------------------------

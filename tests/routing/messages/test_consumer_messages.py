@@ -40,7 +40,7 @@ from tests.routing.stream_support import streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
+BASE_SECONDS = 2  # availability.transientCooldownBaseMs: the first self-set lock
 MESSAGES_URL = "http://claude.test/v1/messages"
 DEFAULT_VERSION = "2023-06-01"
 # An answer as the provider may format it (indented): relayed as is.
@@ -196,7 +196,7 @@ async def test_a_locked_only_target_is_a_503_in_anthropic_shape_with_retry_after
     assert relay.fake.calls == [CLAUDE_PRIMARY]
 
 
-async def test_consecutive_5xx_lock_the_pair_for_the_cap(relay: Relay, first: int) -> None:
+async def test_consecutive_5xx_lock_the_pair_for_the_base(relay: Relay, first: int) -> None:
     relay.fake.behaviours[CLAUDE_PRIMARY] = UNAVAILABLE
 
     # a failure and its retry, then a third: availability.consecutiveFailures
@@ -204,7 +204,7 @@ async def test_consecutive_5xx_lock_the_pair_for_the_cap(relay: Relay, first: in
         reply = await relay.post(messages_request())
         assert (reply.status, anthropic_shaped(reply)["type"]) == (503, "overloaded_error")
 
-    assert await relay.lock_remaining("claude", first, "opus") == CAP_SECONDS
+    assert await relay.lock_remaining("claude", first, "opus") == BASE_SECONDS
     assert await relay.cooling_for(first) == 0
     (view,) = await lockout_list(store=relay.store)
     assert (view.model, view.timer, view.reason) == ("opus", "self_set", "server_error")

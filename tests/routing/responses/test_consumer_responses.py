@@ -38,7 +38,7 @@ from tests.routing.stream_support import CUT, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CAP_SECONDS = 30  # availability.transientCooldownCapMs
+BASE_SECONDS = 2  # availability.transientCooldownBaseMs: the first self-set lock
 WARNING = "x-omniroute-warning"
 # An answer as a provider may format it (indented, keys in its own order): relayed as is.
 RAW_ANSWER = orjson.dumps(response_object(), option=orjson.OPT_INDENT_2)
@@ -267,14 +267,14 @@ async def test_a_429_hinting_past_the_wait_fails_over_and_locks_the_pair(
     assert relay.fake.calls == [PRIMARY, BACKUP, BACKUP]
 
 
-async def test_consecutive_503s_lock_the_pair_for_the_cap(relay: Relay, primary: int) -> None:
+async def test_consecutive_503s_lock_the_pair_for_the_base(relay: Relay, primary: int) -> None:
     relay.fake.behaviours[PRIMARY] = UNAVAILABLE
 
     # a failure and its retry, then a third: availability.consecutiveFailures
     assert (await relay.post(responses_request())).status == 503
     assert (await relay.post(responses_request())).status == 503
 
-    assert await relay.lock_remaining("acme", primary, "m1") == CAP_SECONDS
+    assert await relay.lock_remaining("acme", primary, "m1") == BASE_SECONDS
     assert await relay.cooling_for(primary) == 0
     (view,) = await lockout_list(store=relay.store)
     assert (view.model, view.timer, view.reason) == ("m1", "self_set", "server_error")
