@@ -2,7 +2,7 @@
 restarted (SIGKILL, then the same port, empty): calls keep answering from process-local state
 while it is down, shared state comes back without recreating the store, a pooled
 connection made stale by the restart is replaced instead of failing the first call, and a
-restart between two calls is noticed by the next connection.
+restart between two calls is noticed by the next one (the durable state is put back first).
 
 The server is this module's own (``tests/redis_server.py``); the retry interval runs on a fake
 monotonic clock, so the tests never sleep through it.
@@ -181,6 +181,28 @@ async def test_a_restarted_server_is_refused_until_the_restart_is_accepted(
         server.restart()  # and the next restart is noticed too
         with pytest.raises(StoreRestartedError):
             await store.get("k")
+    finally:
+        await store.close()
+
+
+async def test_a_restart_between_calls_restores_before_the_next_read(
+    server: RedisServer, prefix: str, other: RedisStore
+) -> None:
+    store = ResilientStore(
+        RedisStore(server.url, prefix=prefix), timeout=TIMEOUT_SECONDS, monotonic=FakeClock()
+    )
+
+    async def restore() -> None:
+        await store.set("durable", "from the database")
+
+    store.on_recovered(restore)
+    try:
+        await store.set("durable", "from the database")
+        server.restart()
+
+        assert await store.get("durable") == "from the database"
+        assert await other.get("durable") == "from the database"
+        assert not store.degraded
     finally:
         await store.close()
 
