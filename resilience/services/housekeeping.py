@@ -8,10 +8,11 @@ background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-c
 
 The breakers and model locks persisted in the database, and the durable state the upper
 layers register (``register_durable_state``: routing's session-affinity pins), are restored into
-the store again whenever the store may have lost them: when Redis answers again after an outage (the
-store's recovery callback), and when Redis lost its data without an outage (restarted empty,
-flushed).  The latter shows as a missing restore marker, a key written after every restore and
-checked every ``MARKER_CHECK_INTERVAL_SECONDS``.
+the store again whenever the store may have lost them: when Redis answers again after an outage,
+and when the store finds Redis restarted (its next connection sees a new server, even with no
+failed call in between) -- both run the store's recovery callback before it serves any other
+call.  Redis losing its data without a restart (flushed) shows as a missing restore marker, a
+key written after every restore and checked every ``MARKER_CHECK_INTERVAL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -123,8 +124,10 @@ class _RestoreOnRecovery:
 
 
 def _watch_recovery(store: StateStore) -> None:
-    """Restore again each time a Redis-backed store reconnects after an outage: Redis may
-    have lost the breakers, and what was recorded meanwhile lived only in this process."""
+    """Restore again each time a Redis-backed store reconnects after an outage or finds Redis
+    restarted: Redis may have lost the breakers, and what was recorded meanwhile lived only in
+    this process. The store holds its other calls until the breakers and model locks are
+    back (registered durable state follows in the background)."""
     if isinstance(store, ResilientStore):
         store.on_recovered(_RestoreOnRecovery(store))
 

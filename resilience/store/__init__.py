@@ -6,18 +6,28 @@
 
 from __future__ import annotations
 
-from .base import Clock, Json, StateStore, StoreConflictError, Updater
+from .base import (
+    RESTORING,
+    Clock,
+    Json,
+    StateStore,
+    StoreConflictError,
+    StoreRestartedError,
+    Updater,
+)
 from .factory import build_store
 from .memory import MemoryStore
 from .redis import RedisStore
 
 __all__ = [
+    "RESTORING",
     "Clock",
     "Json",
     "MemoryStore",
     "RedisStore",
     "StateStore",
     "StoreConflictError",
+    "StoreRestartedError",
     "Updater",
     "build_store",
 ]

@@ -25,6 +25,7 @@ objects are never shared with the caller).
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Protocol, TypeAlias, runtime_checkable
 
 Json: TypeAlias = dict[str, "Json"] | list["Json"] | str | int | float | bool | None
@@ -39,6 +40,24 @@ Updater: TypeAlias = Callable[[Json | None], Json | None]
 
 class StoreConflictError(RuntimeError):
     """An optimistic ``update`` kept losing races and gave up after its retry budget."""
+
+
+class StoreRestartedError(Exception):
+    """The store's server restarted (so it may have lost its data) since the store last used it.
+
+    Raised before the call reached the new server: nothing of it was applied.  The owner puts
+    the durable state back (its calls under ``RESTORING`` reach the new server all the same),
+    then calls ``accept()``, after which the store serves every call from the new server.
+    Only a store asked to (``RedisStore.refuse_restarted``) raises it.
+    """
+
+    def accept(self) -> None:
+        """Serve every call from the new server from now on."""
+
+
+RESTORING: ContextVar[bool] = ContextVar("omniroute_store_restoring", default=False)
+"""True in the calls that put durable state back into a restarted store (see
+``StoreRestartedError``)."""
 
 
 @runtime_checkable

@@ -37,6 +37,15 @@ connection, so the first call after a restart succeeds.  Timeouts are not retrie
 timeouts are short (``socket_timeout``, 2 s): every command here is small, and a caller that
 needs a tighter bound (``ResilientStore``) cancels the call, which drops its connection rather
 than returning it to the pool with an unread reply.
+
+Restarts: each new connection asks the server its ``run_id`` (``INFO server``; one round trip
+per connection, none per command).  A server whose ``run_id`` is not the one the store first
+met is a restarted one, empty unless it persists its data.  After ``refuse_restarted()`` a new
+connection to it is refused: the call that opened it raises ``RedisRestartedError`` (nothing of
+the call is sent), until the error's ``accept()``.  A connection opened under ``RESTORING``
+(putting durable state back) is let through and then pooled like any other, so until it
+accepts, the owner keeps its other calls away from the store (``ResilientStore`` does).
+Without ``refuse_restarted()``, as for a plain client, the restarted server serves the call.
 """
 
 from __future__ import annotations
@@ -55,15 +64,24 @@ from typing import cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import RedisError, ResponseError, WatchError
 from redis.typing import EncodableT, FieldT
 
 from ._shared import as_counter, check_window_args, decode, encode
-from .base import Clock, Json, StateStore, StoreConflictError, Updater
+from .base import (
+    RESTORING,
+    Clock,
+    Json,
+    StateStore,
+    StoreConflictError,
+    StoreRestartedError,
+    Updater,
+)
 from .redis_scripts import SCRIPTS
 
 RECORD, WINDOW, SEMAPHORE = "r:", "w:", "s:"
@@ -79,6 +97,12 @@ def _num(value: float) -> str:
 
 def _backstop_ms(seconds: float) -> int:
     return math.ceil((max(seconds, 0.0) + BACKSTOP_SECONDS) * 1000)
+
+
+def _run_id(info: object) -> str | None:
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    found = re.search(r"^run_id:(\w+)", text, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def _glob_escape(text: str) -> str:
@@ -108,6 +132,17 @@ def _queue_write(
 
 async def _backoff(attempt: int) -> None:
     await asyncio.sleep(random.uniform(0.0, min(0.05, 0.0005 * 2**attempt)))
+
+
+class RedisRestartedError(RedisError, StoreRestartedError):
+    """A new connection reached a restarted Redis (another ``run_id``); nothing was sent."""
+
+    def __init__(self, store: RedisStore, run_id: str) -> None:
+        super().__init__(f"Redis restarted (run_id {run_id}): its data is gone")
+        self.store, self.run_id = store, run_id
+
+    def accept(self) -> None:
+        self.store._met_server(self.run_id)
 
 
 @dataclass(slots=True)
@@ -146,6 +181,35 @@ class RedisStore(StateStore):
         self.socket_timeout = socket_timeout
         self._clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
         self._clients_lock = threading.Lock()
+        self._run_id: str | None = None  # the server this store's data lives on
+        self._refuse_restarted = False
+
+    # -- restarts ------------------------------------------------------------------------
+
+    def refuse_restarted(self) -> None:
+        """Refuse new connections to a restarted server (see the module docstring)."""
+        self._refuse_restarted = True
+
+    def _met_server(self, run_id: str) -> None:
+        with self._clients_lock:
+            self._run_id = run_id
+
+    async def _handshake(self, connection: AbstractConnection) -> None:
+        """Set a new connection up, then check which server it reached (on every connect)."""
+        await connection.on_connect()
+        await connection.send_command("INFO", "server")
+        try:
+            run_id = _run_id(await connection.read_response())
+        except ResponseError:  # INFO refused (renamed away): restarts go unnoticed
+            return
+        if run_id is None:
+            return
+        with self._clients_lock:
+            if self._run_id is None:
+                self._run_id = run_id
+            if run_id == self._run_id or not self._refuse_restarted or RESTORING.get():
+                return
+        raise RedisRestartedError(self, run_id)
 
     # -- clients -------------------------------------------------------------------------
 
@@ -159,6 +223,7 @@ class RedisStore(StateStore):
             # A stale pooled connection (server restarted) is dropped and the command retried
             # once on a new one; a timeout is not retried (it would only double the wait).
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            redis_connect_func=self._handshake,
         )
         client = Redis.from_pool(pool)
         scripts = {name: client.register_script(src) for name, src in SCRIPTS.items()}

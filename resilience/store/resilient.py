@@ -7,9 +7,17 @@ not answer in time or the connection fails (server down, restarting, unreachable
 * that call is answered by the fallback, and the store becomes **degraded**;
 * for ``retry_interval`` seconds every call goes straight to the fallback, without touching the
   primary, and one warning is logged per interval (not one per call);
-* after the interval one call tries the primary again.  When it answers, the store
-  **recovers**: the fallback is emptied (its state was process-local, partial and short-lived)
-  and the ``on_recovered`` callbacks run, so durable state is reloaded from the database.
+* after the interval one call asks the primary whether it answers again (a read of a key
+  nobody writes).  When it does, the store **recovers**: the fallback is emptied (its state was
+  process-local, partial and short-lived) and the ``on_recovered`` callbacks run, so durable
+  state is reloaded from the database; then the call itself is served by the primary.
+
+The callbacks also run when the primary reports that its server restarted empty while the
+store was using it (``StoreRestartedError``: ``RedisStore`` checks each new connection, so a
+restart between two calls is noticed by the next one), and the refused call is then retried.
+Either way no call is served by the primary while they run: calls of this event loop wait for
+them (a call on another loop runs them there too), except the callbacks' own calls
+(``RESTORING``).  A healthy store pays one attribute check per call for this.
 
 While degraded each process has its own state, which starts empty at each outage: counters,
 windows, breakers and semaphores are per process, so caps are per process too.  A primary call
@@ -37,13 +45,16 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MasterDownError, ReadOnlyError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .base import Clock, Json, StateStore, Updater
+from .base import RESTORING, Clock, Json, StateStore, StoreRestartedError, Updater
 from .memory import MemoryStore
+from .redis import RedisStore
 
 T = TypeVar("T")
 RecoveryCallback = Callable[[], Awaitable[object]]
 
 DEFAULT_RETRY_INTERVAL_SECONDS = 1.0
+PROBE_KEY = "store:probe"  # never written: read to learn whether the primary answers again
+RESTART_ATTEMPTS = 3  # a call refused by more restarts in a row is served locally
 UNAVAILABLE: tuple[type[BaseException], ...] = (
     RedisConnectionError,  # refused, reset, closed; also "still loading its data"
     RedisTimeoutError,
@@ -103,6 +114,11 @@ class ResilientStore(StateStore):
         self._reason: str | None = None
         self._retry_at = -math.inf
         self._warned_at = -math.inf
+        self._reconciles: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+        self._accepts: list[Callable[[], None]] = []
+        self._rerun: set[asyncio.AbstractEventLoop] = set()
+        if isinstance(primary, RedisStore):
+            primary.refuse_restarted()
 
     # -- health --------------------------------------------------------------------------
 
@@ -122,7 +138,8 @@ class ResilientStore(StateStore):
         return self._since
 
     def on_recovered(self, callback: RecoveryCallback) -> None:
-        """Run ``callback`` (awaited, errors logged) each time the primary answers again."""
+        """Run ``callback`` (awaited, errors logged) each time the primary answers again after
+        an outage or its server restarted, before the primary serves any other call."""
         if callback not in self._callbacks:
             self._callbacks.append(callback)
 
@@ -143,14 +160,37 @@ class ResilientStore(StateStore):
         use_primary, probe = self._take_turn()
         if not use_primary:
             return await op(self.fallback)
+        if probe and not await self._probe():
+            return await op(self.fallback)
+        if self._reconciles and not RESTORING.get():
+            await self._reconciled()
+        attempts = RESTART_ATTEMPTS
+        while True:
+            try:
+                return await self._bounded(name, op(self.primary))
+            except StoreRestartedError as restart:
+                attempts -= 1
+                if not attempts:
+                    await self._degrade(restart)
+                    return await op(self.fallback)
+                await self._reconciled(restart)
+            except UNAVAILABLE as error:
+                await self._degrade(error)
+                return await op(self.fallback)
+
+    async def _probe(self) -> bool:
+        """Whether the primary answers again (then the store has recovered) or not (degraded
+        for one more interval)."""
         try:
-            result = await self._bounded(name, op(self.primary))
+            await self._bounded("probe", self.primary.get(PROBE_KEY))
+        except StoreRestartedError as restart:
+            await self._recover(restart)
         except UNAVAILABLE as error:
             await self._degrade(error)
-            return await op(self.fallback)
-        if probe:
+            return False
+        else:
             await self._recover()
-        return result
+        return True
 
     async def _bounded(self, name: str, work: Awaitable[T]) -> T:
         """Await ``work`` for at most ``timeout``; past it, cancel it without waiting for it.
@@ -197,21 +237,77 @@ class ResilientStore(StateStore):
                 self.retry_interval,
             )
 
-    async def _recover(self) -> None:
+    async def _recover(self, restart: StoreRestartedError | None = None) -> None:
+        loop = asyncio.get_running_loop()
         with self._lock:
             since, self._since, self._reason = self._since, None, None
-        if since is None:
-            return
-        logger.info(
-            "state store reachable again after %.1f s; dropping process-local state",
-            max(self.clock() - since, 0.0),
-        )
-        await self.fallback.clear_prefix("")
-        for callback in list(self._callbacks):
-            try:
-                await callback()
-            except Exception:
-                logger.exception("state store recovery callback %r failed", callback)
+            # Under the same lock: a call that sees the store healthy waits for the callbacks.
+            reconcile = self._start_reconcile(loop, restart) if since is not None else None
+        if since is not None:
+            logger.info(
+                "state store reachable again after %.1f s; dropping process-local state",
+                max(self.clock() - since, 0.0),
+            )
+            await self.fallback.clear_prefix("")
+        if reconcile is None:
+            if restart is not None:
+                await self._reconciled(restart)
+        elif reconcile is not asyncio.current_task():
+            await asyncio.shield(reconcile)
+
+    # -- reconciling durable state -------------------------------------------------------
+
+    def _start_reconcile(
+        self, loop: asyncio.AbstractEventLoop, restart: StoreRestartedError | None
+    ) -> asyncio.Task[None]:
+        """This loop's running reconcile, else a new one (called with ``_lock`` held)."""
+        if restart is not None:
+            self._accepts.append(restart.accept)
+        task = self._reconciles.get(loop)
+        if task is None:
+            if restart is not None:
+                logger.warning(
+                    "state store restarted (%s); restoring durable state before serving from it",
+                    _describe(restart),
+                )
+            task = self._reconciles[loop] = loop.create_task(self._reconcile(loop))
+        elif task is asyncio.current_task():  # the callbacks' own call found the store back
+            self._rerun.add(loop)  # after an outage that began under them: once more
+        return task
+
+    async def _reconciled(self, restart: StoreRestartedError | None = None) -> None:
+        """Return once durable state is back in the primary: join this loop's reconcile, or
+        start one after a ``restart`` or while one runs on another loop only."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._reconciles = {lp: t for lp, t in self._reconciles.items() if not lp.is_closed()}
+            if restart is None and not self._reconciles:
+                return
+            task = self._start_reconcile(loop, restart)
+        if task is not asyncio.current_task():
+            await asyncio.shield(task)
+
+    async def _reconcile(self, loop: asyncio.AbstractEventLoop) -> None:
+        RESTORING.set(True)  # in this task's own context: its calls reach a restarted primary
+        try:
+            again = True
+            while again:
+                with self._lock:
+                    self._rerun.discard(loop)
+                for callback in list(self._callbacks):
+                    try:
+                        await callback()
+                    except Exception:
+                        logger.exception("state store recovery callback %r failed", callback)
+                with self._lock:
+                    again = loop in self._rerun
+        finally:
+            with self._lock:
+                accepts, self._accepts = self._accepts, []
+                if self._reconciles.get(loop) is asyncio.current_task():
+                    del self._reconciles[loop]
+            for accept in accepts:
+                accept()
 
     # -- records -------------------------------------------------------------------------
 

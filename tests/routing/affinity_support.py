@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from resilience.services import resilience_settings_update
-from resilience.store import MemoryStore
+from resilience.store import StateStore
 from routing.domain.affinity import Pin, pin_hash
 from routing.models import ClientApiKey, Provider
 from routing.services.affinity import pin_key
@@ -65,7 +65,7 @@ async def key_id() -> int:
 
 
 async def pinned_to(
-    store: MemoryStore, key: int, session: str, provider: str = "acme"
+    store: StateStore, key: int, session: str, provider: str = "acme"
 ) -> int | None:
     """The connection the store pins ``session`` (of client key ``key``) to, if any."""
     name = pin_hash(provider, f"{key}:header:{session}")

@@ -1,10 +1,11 @@
 """The in-process consumer harness shared by the ``test_consumer*`` modules.
 
 A ``FakeUpstream`` behind an ``httpx.MockTransport`` answers by the connection secret each
-request carries and records the requests; a ``FakeClock`` drives the ``MemoryStore`` holding
-the resilience state, so cooldowns and windows pass without sleeping; a ``Gateway`` runs the
-chat consumer over both and reads its replies. Plain helpers only: the fixtures that build
-them (``clock``, ``store``, ``gateway``, ``acme``, ...) live in ``conftest.py``.
+request carries and records the requests; a ``FakeClock`` drives the store holding the
+resilience state (a ``MemoryStore`` unless a test brings its own), so cooldowns and windows
+pass without sleeping; a ``Gateway`` runs the chat consumer over both and reads its replies.
+Plain helpers only: the fixtures that build them (``clock``, ``store``, ``gateway``, ``acme``,
+...) live in ``conftest.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from resilience.domain.breaker import Breaker
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.breakers import breaker_get
 from resilience.services.connections import connection_state_get
-from resilience.store import MemoryStore
+from resilience.store import StateStore
 from routing.consumers import ChatCompletionsConsumer, ProxyConsumer
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_save, provider_save
@@ -202,7 +203,7 @@ def asgi_app(
     handler: Callable[[httpx.Request], Any],
     *,
     consumer: type[ProxyConsumer] = ChatCompletionsConsumer,
-    store: MemoryStore | None = None,
+    store: StateStore | None = None,
 ) -> Any:
     """``consumer`` over ``handler`` as the upstream, on ``store`` (else the process store)."""
     upstream = Upstream(httpx.MockTransport(handler))
@@ -261,7 +262,7 @@ class Gateway:
     key: str
     fake: FakeUpstream
     clock: FakeClock
-    store: MemoryStore
+    store: StateStore
     app: Any = field(init=False)
 
     def __post_init__(self) -> None:

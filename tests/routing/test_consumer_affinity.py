@@ -16,7 +16,7 @@ from django.db.backends.utils import CursorWrapper
 
 from resilience.persistence import persistence_flush
 from resilience.services.housekeeping import housekeeping_settle, resilience_ready
-from resilience.store import MemoryStore
+from resilience.store import MemoryStore, StateStore
 from routing.models import Provider, SessionAffinityPin
 from tests.routing.affinity_support import (
     ask,
@@ -214,7 +214,7 @@ def queries_seen() -> Iterator[list[str]]:
         yield seen
 
 
-def _count_calls(store: MemoryStore, calls: list[str]) -> None:
+def _count_calls(store: StateStore, calls: list[str]) -> None:
     """Record the key of every record call ``store`` serves."""
     for name in ("get", "set", "update", "delete", "incr", "scan", "get_counter"):
         setattr(store, name, _counting(getattr(store, name), calls))

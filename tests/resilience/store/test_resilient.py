@@ -27,6 +27,12 @@ INTERVAL = 2.0
 TIMEOUT = 0.01
 
 
+async def settle() -> None:
+    """Let every ready task run until it waits on something."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
 @pytest.fixture
 def monotonic() -> FakeClock:
     return FakeClock(start=100.0)
@@ -203,6 +209,87 @@ async def test_a_new_outage_starts_from_empty_local_state(
 
     assert await resilient.get("straggler") is None
     assert resilient.degraded
+
+
+async def test_the_callbacks_end_before_the_primary_serves_again_after_an_outage(
+    resilient: ResilientStore, primary: SwitchedStore, monotonic: FakeClock
+) -> None:
+    release = asyncio.Event()
+
+    async def reload() -> None:
+        await release.wait()
+        await resilient.set("durable", True)
+
+    resilient.on_recovered(reload)
+    primary.mode = "down"
+    await resilient.get("x")
+    primary.mode = "up"
+    monotonic.advance(INTERVAL)
+
+    # when: the probe finds the primary back, and another call comes while the callbacks run
+    probing = asyncio.ensure_future(resilient.get("durable"))
+    await settle()
+    assert not resilient.degraded
+    other = asyncio.ensure_future(resilient.get("durable"))
+    await settle()
+
+    # then: neither is served before the durable state is back
+    assert not probing.done() and not other.done()
+    release.set()
+    assert (await probing, await other) == (True, True)
+
+
+async def test_a_restart_between_calls_runs_the_callbacks_then_the_call(
+    resilient: ResilientStore, primary: SwitchedStore
+) -> None:
+    ran: list[str] = []
+
+    async def reload() -> None:
+        ran.append("reload")
+        await resilient.set("durable", True)  # reaches the restarted primary
+
+    resilient.on_recovered(reload)
+    await resilient.set("lost", 1)
+    await primary.inner.clear_prefix("")
+    primary.mode = "restarted"  # the server came back empty between two calls
+
+    answers = await asyncio.gather(*(resilient.get("durable") for _ in range(5)))
+
+    assert answers == [True] * 5
+    assert ran == ["reload"] and primary.accepted == 5  # once for all, each refusal accepted
+    assert not resilient.degraded
+    assert await resilient.get("lost") is None
+
+
+async def test_a_primary_that_keeps_restarting_is_served_locally(
+    resilient: ResilientStore, primary: SwitchedStore
+) -> None:
+    primary.mode = primary.after_accept = "restarted"
+
+    assert await resilient.incr("n") == 1
+    assert resilient.degraded
+    assert (resilient.degraded_reason or "").startswith("Restarted")
+
+
+async def test_an_outage_during_the_callbacks_runs_them_again(
+    resilient: ResilientStore, primary: SwitchedStore, monotonic: FakeClock
+) -> None:
+    ran: list[int] = []
+
+    async def reload() -> None:
+        ran.append(len(ran))
+        if len(ran) == 1:  # the primary goes away under the first run, and comes back
+            primary.mode = "down"
+            await resilient.set("written-locally", True)
+            primary.mode = "up"
+            monotonic.advance(INTERVAL)
+        await resilient.set("durable", len(ran))  # the first run's is the probe
+
+    resilient.on_recovered(reload)
+    primary.mode = "restarted"
+
+    assert await asyncio.wait_for(resilient.get("durable"), timeout=5) == 2
+    assert ran == [0, 1] and not resilient.degraded
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """``ResilientStore`` and ``RedisStore`` against a real ``redis-server`` that is killed and
 restarted (SIGKILL, then the same port, empty): calls keep answering from process-local state
-while it is down, shared state comes back without recreating the store, and a pooled
-connection made stale by the restart is replaced instead of failing the first call.
+while it is down, shared state comes back without recreating the store, a pooled
+connection made stale by the restart is replaced instead of failing the first call, and a
+restart between two calls is noticed by the next one (the durable state is put back first).
 
 The server is this module's own (``tests/redis_server.py``); the retry interval runs on a fake
 monotonic clock, so the tests never sleep through it.
@@ -14,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 
-from resilience.store import Json, RedisStore
+from resilience.store import RESTORING, Json, RedisStore, StoreRestartedError
 from resilience.store.resilient import ResilientStore
 from tests.databases import redis_prefix
 from tests.redis_server import RedisServer, running_redis
@@ -150,6 +151,57 @@ async def test_a_restart_does_not_degrade_the_resilient_store(
         server.restart()
 
         assert await store.get("k") is None  # Redis itself came back empty
+        assert not store.degraded
+    finally:
+        await store.close()
+
+
+async def test_a_restarted_server_is_refused_until_the_restart_is_accepted(
+    server: RedisServer, prefix: str
+) -> None:
+    store = RedisStore(server.url, prefix=prefix)
+    store.refuse_restarted()
+    try:
+        await store.set("k", "before")
+        server.restart()
+
+        with pytest.raises(StoreRestartedError) as refused:
+            await store.get("k")
+        with pytest.raises(StoreRestartedError):
+            await store.set("refused", 1)  # a new connection: refused again, nothing sent
+        restoring = RESTORING.set(True)
+        try:
+            await store.set("k", "restored")  # putting durable state back goes through
+        finally:
+            RESTORING.reset(restoring)
+        refused.value.accept()
+
+        assert await store.get("k") == "restored"
+        assert await store.get("refused") is None
+        server.restart()  # and the next restart is noticed too
+        with pytest.raises(StoreRestartedError):
+            await store.get("k")
+    finally:
+        await store.close()
+
+
+async def test_a_restart_between_calls_restores_before_the_next_read(
+    server: RedisServer, prefix: str, other: RedisStore
+) -> None:
+    store = ResilientStore(
+        RedisStore(server.url, prefix=prefix), timeout=TIMEOUT_SECONDS, monotonic=FakeClock()
+    )
+
+    async def restore() -> None:
+        await store.set("durable", "from the database")
+
+    store.on_recovered(restore)
+    try:
+        await store.set("durable", "from the database")
+        server.restart()
+
+        assert await store.get("durable") == "from the database"
+        assert await other.get("durable") == "from the database"
         assert not store.degraded
     finally:
         await store.close()
