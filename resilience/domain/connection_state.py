@@ -56,6 +56,10 @@ class ConnectionState:
     last_error_type: str = ""
     error_code: str = ""
     timer: str = ""  # the class of the cooldown (attribution.TimerClass); "" unknown
+    # When the last short upstream hint on the connection runs out (0: none since the last
+    # success): a second hinted refusal before then is evidence of a real, account-wide limit.
+    # Short-lived: kept in the state store only, never written to the connection's row.
+    hinted_until: float = 0.0
 
     @property
     def is_terminal(self) -> bool:
@@ -85,6 +89,7 @@ class ConnectionState:
             "last_error_type": self.last_error_type,
             "error_code": self.error_code,
             "timer": self.timer,
+            "hinted_until": self.hinted_until,
         }
 
     @classmethod
@@ -99,7 +104,13 @@ class ConnectionState:
             last_error_type=str(data.get("last_error_type") or ""),
             error_code=str(data.get("error_code") or ""),
             timer=str(data.get("timer") or ""),
+            hinted_until=float(data.get("hinted_until") or 0.0),
         )
+
+    def hinted_evidence(self, now: float) -> bool:
+        """Whether a short hinted refusal at ``now`` is the connection's second in a row (the
+        previous one's hint still runs; a success since would have cleared it)."""
+        return self.hinted_until >= now
 
 
 @dataclass(frozen=True, slots=True)

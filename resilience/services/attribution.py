@@ -46,6 +46,7 @@ from resilience.services.connections import (
     connection_cool_siblings,
     connection_mark_failed,
     connection_mark_succeeded,
+    connection_record_short_hint,
 )
 from resilience.services.lockouts import (
     LockRecord,
@@ -258,6 +259,8 @@ async def _charge_connection(
             return policies.availability.self_set_cooldown(found, level)
         return found
 
+    if await _short_hint_without_evidence(store, subject, attribution, policies, signals):
+        return Verdict(attribution, Effect.COUNTED)
     if signals.refusal:
         decision = await streak_record_refusal(store=store, connection_id=subject.connection_id)
         if not decision.counted:  # in flight before the streak's cooldown was written
@@ -290,6 +293,29 @@ async def _charge_connection(
     elif marked.cooldown_ms > 0:
         effect = Effect.COOLED
     return Verdict(attribution, effect, marked, marked.classification)
+
+
+async def _short_hint_without_evidence(
+    store: StateStore,
+    subject: Subject,
+    attribution: Attribution,
+    policies: Policies,
+    signals: FailureSignals,
+) -> bool:
+    """A short upstream hint charged to the whole connection (a provider whose quota is
+    account-wide) is the business of the request that got it, like a pair's (spec decisions
+    23 and 27): it cools the connection for everyone only when it is the connection's second
+    hinted refusal in a row. Quota and account-limit wording cools at once."""
+    hint = signals.hint_ms
+    quota = attribution.reason == Reason.QUOTA_EXHAUSTED
+    if attribution.timer is not TimerClass.HINTED or quota or not hint:
+        return False
+    if hint > policies.short_hint_ms or subject.disable_cooling:
+        return False
+    evidence = await connection_record_short_hint(
+        store=store, connection_id=subject.connection_id, durable=subject.durable, hint_ms=hint
+    )
+    return not evidence
 
 
 def refusal_classification(decision: StreakDecision, level: int) -> Classification:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from resilience.domain.classifier import Classification
 from resilience.domain.connection_state import (
@@ -77,6 +77,27 @@ async def connection_mark_failed(
         if _durable(seen.marked):  # decision 18: written before the answer that caused it
             await written
     return seen.marked
+
+
+async def connection_record_short_hint(
+    *, store: StateStore, connection_id: int, durable: ConnectionState, hint_ms: int
+) -> bool:
+    """Remember a short upstream hint on the connection; whether it is the second in a row
+    (evidence of a real limit: the caller then cools the connection for everyone). After such
+    evidence the remembered end covers the cooldown and one more hint, so that the refusal of
+    the first request after the cooldown counts as evidence too (a limit still in force)."""
+    now = store.clock()
+    evidence = False
+
+    def updater(raw: Json | None) -> Json | None:
+        nonlocal evidence
+        state = _decode(raw) or durable
+        evidence = state.hinted_evidence(now)
+        span = (2 if evidence else 1) * hint_ms / 1000
+        return replace(state, hinted_until=now + span).to_dict()
+
+    await store.update(connection_key(connection_id), updater)
+    return evidence
 
 
 def _log_marked(connection_id: int, marked: Marked) -> None:

@@ -26,7 +26,17 @@ from routing.domain.planning import RoutePlan, Target
 from routing.guards.lockout import ModelLockoutFilter
 from routing.models import Provider
 from routing.snapshot import current_snapshot
-from tests.routing.harness import BACKUP, OK, PRIMARY, Behaviour, Gateway, error, in_turn
+from tests.routing.harness import (
+    BACKUP,
+    OK,
+    PRIMARY,
+    Behaviour,
+    Gateway,
+    add_connection,
+    add_provider,
+    error,
+    in_turn,
+)
 from tests.routing.test_consumer_availability import add_combo
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -188,3 +198,49 @@ async def test_a_probe_is_claimed_once_and_the_others_poll_until_it_answers(
     assert released is not None
     await released
     assert await guard.exclude(target, follower) is None
+
+
+# --- decision 27: a provider whose quota is account-wide ------------------------------------
+
+
+@pytest.fixture
+def account_wide(db: None) -> int:
+    """A connection of a provider whose 429s are the whole account's (``per_model_quota``
+    false), with the key ``PRIMARY``."""
+    provider = add_provider("whole", per_model_quota=False)
+    return add_connection(provider, "only", PRIMARY, priority=10)
+
+
+async def test_one_short_hint_does_not_cool_an_account_wide_connection(
+    gateway: Gateway, account_wide: int
+) -> None:
+    gateway.fake.behaviours[PRIMARY] = in_turn(LIMITED, OK)
+
+    assert (await gateway.call("whole/a")).status == 200  # its own 2 s waited out
+
+    assert await gateway.cooling_for(account_wide) == 0
+
+
+async def test_two_hinted_refusals_in_a_row_cool_the_account_for_the_hint(
+    gateway: Gateway, account_wide: int
+) -> None:
+    calls: list[float] = []
+    gateway.fake.behaviours[PRIMARY] = counted(calls, gateway, in_turn(LIMITED, LIMITED, OK))
+
+    reply = await gateway.call("whole/b")
+
+    # the second refusal (any model) is evidence: cooled for its 2 s, which is waited out
+    assert reply.status == 200
+    assert len(calls) == 3
+    assert calls[2] - calls[1] >= 2
+
+
+async def test_a_success_between_two_hints_keeps_the_account_open(
+    gateway: Gateway, account_wide: int
+) -> None:
+    gateway.fake.behaviours[PRIMARY] = in_turn(LIMITED, OK, LIMITED, OK)
+
+    for model in ("a", "b"):
+        assert (await gateway.call(f"whole/{model}")).status == 200
+
+    assert await gateway.cooling_for(account_wide) == 0
