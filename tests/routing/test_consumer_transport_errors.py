@@ -8,6 +8,7 @@ on; the message names what happened instead of httpx-aiohttp's blanket ``Connect
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -36,6 +37,7 @@ from tests.routing.harness import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CONNECT_TIMEOUT_SECONDS = 0.3
+ACCESS_LOGGER = "omniroute.access"
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +65,12 @@ def full_listener() -> Iterator[int]:
 
 
 @pytest.fixture
+def access_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    return caplog
+
+
+@pytest.fixture
 async def upstream(settings: Settings) -> AsyncIterator[Upstream]:
     """The production transport, with a short connect timeout."""
     settings.UPSTREAM_CONNECT_TIMEOUT_SECONDS = CONNECT_TIMEOUT_SECONDS
@@ -82,6 +90,12 @@ async def ask(upstream: Upstream, store: MemoryStore, key: str) -> Reply:
     return await read_reply(comm)
 
 
+def access_error(caplog: pytest.LogCaptureFixture) -> str:
+    """The ``error`` of the one access line, as the plain line writes it."""
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    return record.getMessage().rsplit(" error=", 1)[1]
+
+
 def error_of(reply: Reply) -> tuple[int, str, str]:
     error = reply.json()["error"]
     return reply.status, error["code"], error["message"]
@@ -94,6 +108,7 @@ async def test_a_reset_before_the_answer_is_named_a_reset(
     store: MemoryStore,
     upstream: Upstream,
     fake: FakeUpstream,
+    access_log: pytest.LogCaptureFixture,
 ) -> None:
     await connect(acme, fake.base_url(reset="before"))
 
@@ -101,6 +116,7 @@ async def test_a_reset_before_the_answer_is_named_a_reset(
 
     assert (status, code) == (502, "upstream_unreachable")
     assert "connection reset" in message and "ConnectTimeout" not in message
+    assert access_error(access_log) == '"connection reset by peer"'
 
 
 async def test_a_closed_port_is_named_refused(
@@ -109,6 +125,7 @@ async def test_a_closed_port_is_named_refused(
     plain_key: str,
     store: MemoryStore,
     upstream: Upstream,
+    access_log: pytest.LogCaptureFixture,
 ) -> None:
     await connect(acme, f"http://127.0.0.1:{free_port()}/v1")
 
@@ -116,6 +133,7 @@ async def test_a_closed_port_is_named_refused(
 
     assert (status, code) == (502, "upstream_unreachable")
     assert "connection refused" in message and "ConnectTimeout" not in message
+    assert access_error(access_log) == '"connection refused"'
 
 
 async def test_a_connect_that_times_out_is_still_a_timeout(
@@ -125,6 +143,7 @@ async def test_a_connect_that_times_out_is_still_a_timeout(
     store: MemoryStore,
     upstream: Upstream,
     full_listener: int,
+    access_log: pytest.LogCaptureFixture,
 ) -> None:
     await connect(acme, f"http://127.0.0.1:{full_listener}/v1")
 
@@ -132,3 +151,4 @@ async def test_a_connect_that_times_out_is_still_a_timeout(
 
     assert (status, code) == (504, "upstream_timeout")
     assert "(connect timeout)" in message
+    assert access_error(access_log) == '"connect timeout"'
