@@ -35,6 +35,12 @@ NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
 
 
+async def close_upstream_pools() -> None:
+    """Close the connection pools the consumers opened on this event loop (the gateway's stop
+    calls it once the last request is over)."""
+    await _default_upstream.aclose()
+
+
 class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsumer is Any
     """Common shell: method check, body limit, auth, errors, request id."""
 
