@@ -26,6 +26,9 @@ browser:
 
 # The demo runs with debug on (the development secret key is then accepted); a deployment sets
 # OMNIROUTE_SECRET_KEY and leaves OMNIROUTE_DEBUG off (README, "Configuration").
+# Ctrl-C (SIGINT to the whole process group) or SIGTERM to it: the gateway stops itself and exits
+# 0, this shell ignores the signal and waits for it, then stops the fake upstream (a background
+# job, so deaf to Ctrl-C) and waits for it too. The recipe ends with the gateway's exit status.
 run: export OMNIROUTE_DEBUG ?= 1
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
@@ -33,7 +36,8 @@ run: $(VENV)/.installed
 	$(PY) manage.py seeddemo --upstream-url http://127.0.0.1:$(FAKE_PORT)/v1 --gateway-url http://$(HOST):$(PORT)
 	@set -e; \
 	$(PY) manage.py fakeupstream --host 127.0.0.1 --port $(FAKE_PORT) --chunk-interval-ms 40 --no-record & fake=$$!; \
-	trap 'kill $$fake 2>/dev/null' EXIT INT TERM; \
+	trap 'kill $$fake 2>/dev/null || :; wait $$fake 2>/dev/null || :' EXIT; \
+	trap : INT TERM; \
 	$(PY) manage.py serve --host $(HOST) --port $(PORT) --no-collectstatic
 
 # The checks and the suite load the test settings (a throwaway secret key; see pyproject.toml).

@@ -16,7 +16,7 @@ releases a waiting ``send``; daphne then queues ``http.disconnect`` as before an
 later ``send``.
 
 :class:`FlowControlledCommandLine` is daphne's command line with these classes in place;
-``omniroute.server`` (so ``manage.py serve``) runs it.
+``omniroute.server`` (so ``manage.py serve``) runs it as extended by ``omniroute.shutdown``.
 """
 
 from __future__ import annotations

@@ -14,17 +14,18 @@ import sys
 
 def main(argv: list[str]) -> None:
     """Install uvloop when available, then hand over to daphne's command line (with
-    back-pressure on streamed responses, see :mod:`omniroute.flowcontrol`)."""
+    back-pressure on streamed responses, see :mod:`omniroute.flowcontrol`, and the upstream
+    pools closed on stop, see :mod:`omniroute.shutdown`)."""
     try:
         import uvloop
     except ImportError:
         pass
     else:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    from omniroute.flowcontrol import FlowControlledCommandLine  # imports daphne: after uvloop
+    from omniroute.shutdown import GatewayCommandLine  # imports daphne: after uvloop
 
     cache_content_type_parsing()
-    FlowControlledCommandLine().run(argv)
+    GatewayCommandLine().run(argv)
 
 
 def cache_content_type_parsing() -> None:

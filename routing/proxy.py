@@ -25,7 +25,7 @@ from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
 from routing.domain.errors import GatewayError
 from routing.domain.outcomes import Outcome
 from routing.snapshot import current_snapshot
-from routing.telemetry import AccessRecord, record_request
+from routing.telemetry import AccessRecord, failure_detail, record_request
 from routing.upstream import Upstream
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,12 @@ logger = logging.getLogger(__name__)
 JSON = b"application/json"
 NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
 _default_upstream = Upstream()
+
+
+async def close_upstream_pools() -> None:
+    """Close the connection pools the consumers opened on this event loop (the gateway's stop
+    calls it once the last request is over)."""
+    await _default_upstream.aclose()
 
 
 class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsumer is Any
@@ -116,17 +122,17 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         """The request is over: count it and write its access-log line (no I/O of its own)."""
         try:
             outcomes = self.outcomes()
-            record_request(self._access_record(len(outcomes)), outcomes)
+            record_request(self._access_record(outcomes), outcomes)
         except Exception:  # telemetry never fails a request
             logger.exception("recording request %s failed", self.request_id)
 
-    def _access_record(self, attempts: int) -> AccessRecord:
+    def _access_record(self, outcomes: list[Outcome]) -> AccessRecord:
         return AccessRecord(
             request_id=self.request_id, method=self.scope["method"],
             endpoint=self.endpoint_label(), key=self.key_prefix, model=self.model_label(),
             target=self.target_label(), status=self.status or 499,
-            attempts=attempts, latency_ms=self._elapsed_ms(),
-            bytes=self.sent_bytes,
+            attempts=len(outcomes), latency_ms=self._elapsed_ms(),
+            bytes=self.sent_bytes, error=failure_detail(outcomes),
         )  # fmt: skip
 
     def _elapsed_ms(self) -> int:

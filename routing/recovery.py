@@ -31,7 +31,8 @@ from routing.domain.sse import SseEvent
 from routing.domain.stream_state import Kind, NotSpliceable, SentText, Splicing
 from routing.domain.vocabulary import Prefill
 from routing.streams import StreamBroken, Transform, UpstreamStream, forward
-from routing.upstream import UpstreamReply, classify_transport_error
+from routing.transport_errors import classify_transport_error, describe_transport_error
+from routing.upstream import UpstreamReply
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,7 @@ class StreamRelay:
             except StreamBroken as broken:
                 failure: StreamBroken | None = broken
             except (httpx.TransportError, aiohttp.ClientError) as exc:
-                failure = StreamBroken(classify_transport_error(exc), type(exc).__name__)
+                failure = StreamBroken(classify_transport_error(exc), describe_transport_error(exc))
             except NotSpliceable as diverged:  # the rest of this segment is not ours to use
                 logger.info("request %s: %s", self.context.request_id, diverged)
                 failure = None

@@ -4,8 +4,10 @@ request metrics that ``/metrics`` exposes.
 Both are recorded once, when the consumer finishes a request (``routing.proxy``), and cost a
 log call and three in-memory counter updates: the handler does the only I/O. The access line
 holds the key's display prefix, never the key, and no request header at all (so no secret and
-no lease header can reach it); its fields travel in ``record.fields`` too, which the JSON
-formatter (``OMNIROUTE_LOG_FORMAT=json``) writes as top-level keys.
+no lease header can reach it); ``error`` names what went wrong with the last upstream attempt
+when it failed (``connection reset by peer``, ``connect timeout``, ``HTTP 503``...). Its fields
+travel in ``record.fields`` too, which the JSON formatter (``OMNIROUTE_LOG_FORMAT=json``)
+writes as top-level keys; in the plain line a value with a space or a quote is quoted.
 
 The metrics live in ``prometheus_client``'s default registry. When ``PROMETHEUS_MULTIPROC_DIR``
 is set before the process starts, the library keeps them in per-process files there and
@@ -17,8 +19,9 @@ listener gets each finished request's status, inline, and must only count it.
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import Counter, Histogram
@@ -27,7 +30,8 @@ from routing.domain.outcomes import Outcome
 from routing.domain.planning import Target
 
 __all__ = [
-    "ATTEMPTS", "REQUESTS", "REQUEST_SECONDS", "AccessRecord", "on_request", "record_request",
+    "ATTEMPTS", "REQUESTS", "REQUEST_SECONDS", "AccessRecord", "failure_detail", "on_request",
+    "record_request",
 ]  # fmt: skip
 
 logger = logging.getLogger("omniroute.access")
@@ -62,6 +66,7 @@ class AccessRecord:
     attempts: int
     latency_ms: int
     bytes: int  # response body bytes sent to the client
+    error: str = "-"  # the last attempt's failure (``failure_detail``), "-" when it succeeded
 
     def fields(self) -> dict[str, str | int]:
         """The fields by name, in order (shallow: every value is a str or an int)."""
@@ -87,8 +92,23 @@ def record_request(record: AccessRecord, outcomes: Iterable[Outcome] = ()) -> No
         ATTEMPTS.labels(outcome.kind.value).inc()
     if logger.isEnabledFor(logging.INFO):
         fields = record.fields()
-        line = " ".join(f"{name}={value}" for name, value in fields.items())
+        line = " ".join(f"{name}={_plain(value)}" for name, value in fields.items())
         logger.info("access %s", line, extra={"fields": fields})
+
+
+def _plain(value: str | int) -> str | int:
+    """A value as the plain line writes it: quoted when a space or quote would split it."""
+    if isinstance(value, str) and (" " in value or '"' in value):
+        return json.dumps(value)
+    return value
+
+
+def failure_detail(outcomes: Sequence[Outcome]) -> str:
+    """What went wrong with the last upstream attempt ("-" when there was none or it
+    succeeded): how it failed at the transport, or its HTTP status."""
+    if outcomes and not outcomes[-1].ok:
+        return outcomes[-1].detail or outcomes[-1].kind.value
+    return "-"
 
 
 def target_label(attempts: list[tuple[Target, Outcome]]) -> str:

@@ -14,6 +14,8 @@ A stream is read up to its first token before the attempt counts as answered
 (``routing.streams``): a stream that breaks, stalls or says nothing before then is a failed
 attempt the loop can still fail over from. ``attempts.streamIdleMs`` is the transport's read
 timeout; a pooled connection whose answer was not read to its end is closed, never reused.
+A transport failure's outcome names what happened (``routing.transport_errors``): a reset, a
+refused connection, a failed DNS lookup, a connect or a read timeout.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from routing.domain.planning import Target
 from routing.domain.throughput import ThroughputWatchdog
 from routing.domain.vocabulary import WireFormat
 from routing.streams import StreamBroken, UpstreamStream
+from routing.transport_errors import classify_transport_error, describe_transport_error
 from routing.upstream_body import (
     BOM,
     is_json_object,
@@ -151,18 +154,6 @@ def _upstream_headers(target: Target, stream: bool, forwarded: Forwarded) -> dic
     return headers
 
 
-def classify_transport_error(exc: Exception) -> OutcomeKind:
-    # httpx-aiohttp maps every aiohttp connection error to ConnectTimeout; look at the cause.
-    cause = exc.__cause__
-    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(
-        cause, aiohttp.ServerTimeoutError
-    ):
-        return OutcomeKind.NETWORK_ERROR
-    if isinstance(exc, httpx.TimeoutException) or isinstance(cause, asyncio.TimeoutError):
-        return OutcomeKind.TIMEOUT
-    return OutcomeKind.NETWORK_ERROR
-
-
 class Upstream:
     """Sends one attempt to one target and turns what happens into a reply or an outcome.
 
@@ -170,7 +161,7 @@ class Upstream:
     client's cookie jar would carry one account's cookies into another account's requests, and
     its auth, redirect and cookie layers cost a fifth of the gateway's CPU per request while
     the gateway needs none of them. One transport (one connection pool) per event loop,
-    provider and outbound proxy.
+    provider and outbound proxy, open until :meth:`aclose`.
     """
 
     def __init__(self, transport: httpx.AsyncBaseTransport | None = None) -> None:
@@ -192,6 +183,14 @@ class Upstream:
         if transport is None:
             transport = self._transports[key] = build_transport(proxy_url)
         return transport
+
+    async def aclose(self) -> None:
+        """Close the pools this event loop opened (on the gateway's stop: an aiohttp session
+        left open is reported at exit). A request after this opens a new pool; a transport
+        handed in is its owner's to close."""
+        loop = asyncio.get_running_loop()
+        for key in [key for key in self._transports if key[0] is loop]:
+            await self._transports.pop(key).aclose()
 
     def _url(self, base_url: str, path: str) -> httpx.URL:
         """The parsed URL of an endpoint's path under a base URL (parsing one costs ~20 µs)."""
@@ -245,7 +244,8 @@ class Upstream:
             # aiohttp errors the transport does not translate (a malformed reply) count too.
             if response is not None:
                 await response.aclose()
-            return _failure(classify_transport_error(exc), type(exc).__name__, started), None
+            kind = classify_transport_error(exc)
+            return _failure(kind, describe_transport_error(exc), started), None
         except BaseException:
             if response is not None:
                 await response.aclose()
@@ -306,7 +306,7 @@ async def _read(
         except StreamBroken as failed:
             broken = failed
         except (httpx.TransportError, aiohttp.ClientError, ValueError) as exc:
-            broken = StreamBroken(classify_transport_error(exc), type(exc).__name__)
+            broken = StreamBroken(classify_transport_error(exc), describe_transport_error(exc))
         if broken is not None:  # the stream answered, then failed before its first token
             await response.aclose()
             return broken.outcome(_elapsed_ms(started), started=True), None

@@ -61,19 +61,25 @@ def test_when_every_connection_fails_the_last_upstream_error_is_returned(
 
 
 @pytest.mark.parametrize(
-    ("knobs", "status", "code"),
+    ("knobs", "status", "code", "named"),
     [
-        ({"reset": "before"}, 502, "upstream_unreachable"),
-        ({"stall": "before"}, 504, "upstream_timeout"),
+        ({"reset": "before"}, 502, "upstream_unreachable", "(connection reset by peer)"),
+        ({"stall": "before"}, 504, "upstream_timeout", "(read timeout)"),
     ],
 )
 def test_network_failures_of_the_last_target_are_clean_errors(
-    gateway: Gateway, fake: FakeUpstream, knobs: dict[str, Any], status: int, code: str
+    gateway: Gateway,
+    fake: FakeUpstream,
+    knobs: dict[str, Any],
+    status: int,
+    code: str,
+    named: str,
 ) -> None:
     route = make_route(gateway, fake, knobs)
     response = ask(gateway, route.key, route.model(), stream=False)
     assert response.status_code == status
     assert response.json()["error"]["code"] == code
+    assert named in response.json()["error"]["message"]  # what happened, in the client's words
 
 
 def test_a_client_error_from_upstream_is_not_retried_elsewhere(

@@ -117,6 +117,7 @@ async def test_the_access_line_carries_the_request_id_and_no_secret(
     for secret in (plain_key, UPSTREAM_SECRET, OWNER_TOKEN):
         assert secret not in caplog.text
     assert fields(record)["target"] == "mock/gpt-x" and fields(record)["bytes"] > 0
+    assert line.endswith(" error=-")  # nothing went wrong
 
 
 async def test_the_json_access_line(
