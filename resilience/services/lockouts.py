@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,6 @@ from resilience.persistence import persist_lock_record, persist_lock_records_cle
 from resilience.store import Json, StateStore
 
 LOCK_PREFIX = "locks:"
-PROBE_PREFIX = "pair-probe:"
 RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
 EVICTION_CAP = 1000  # failure states per connection (§5.5: MODEL_LOCKOUT_EVICTION_CAP)
 logger = logging.getLogger("omniroute.resilience")
@@ -209,29 +209,12 @@ async def pair_record_hinted(
     """Record one hinted refusal of the pair; the lock it placed for everyone, if any (a
     ``short`` hint locks only on evidence of a real limit: ``record_hinted``). A placed lock is
     in the database before the answer (spec decision 18)."""
-    slot = model_slot(model, LockScope.EXACT)
     now = store.clock()
 
-    def step(record: LockRecord) -> LockRecord:
-        state, lock = record_hinted(
-            record.failures.get(slot),
-            record.locks.get(slot),
-            request,
-            settings,
-            now=now,
-            tz=tz,
-            short=short,
-        )
-        record.failures[slot] = state
-        if lock is not None:
-            record.locks[slot] = lock
-        return record
+    def placed(state: FailureState | None, lock: Lock | None) -> tuple[FailureState, Lock | None]:
+        return record_hinted(state, lock, request, settings, now=now, tz=tz, short=short)
 
-    lock = (await _change(store, provider, connection_id, step, durable=True)).locks.get(slot)
-    if lock is None or lock.locked_at != now:
-        return None
-    _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
-    return lock
+    return await _pair_step(store, provider, connection_id, model, placed, durable=True)
 
 
 async def pair_record_transient(
@@ -247,26 +230,47 @@ async def pair_record_transient(
 ) -> Lock | None:
     """Count one transient failure of the pair; lock it once enough ran in a row, and double
     the lock when the failure was its probe's (``probe``: the attempt held the pair's probe)."""
-    slot = model_slot(model, LockScope.EXACT)
     now = store.clock()
 
-    def step(record: LockRecord) -> LockRecord:
-        state, lock = record_transient(
-            probe_settled(record.failures.get(slot)),
-            record.locks.get(slot),
+    def placed(state: FailureState | None, lock: Lock | None) -> tuple[FailureState, Lock | None]:
+        return record_transient(
+            probe_settled(state),
+            lock,
             reason=reason,
             availability=availability,
             now=now,
             window_seconds=window_seconds,
             probe=probe,
         )
+
+    return await _pair_step(store, provider, connection_id, model, placed)
+
+
+PairStep = Callable[[FailureState | None, Lock | None], tuple[FailureState, Lock | None]]
+
+
+async def _pair_step(
+    store: StateStore,
+    provider: str,
+    connection_id: int,
+    model: str,
+    step: PairStep,
+    *,
+    durable: bool = False,
+) -> Lock | None:
+    """Apply ``step`` to the pair's failure state and lock in one atomic update; the lock it
+    placed now, if any (a longer lock kept in place is not a new one), logged."""
+    slot = model_slot(model, LockScope.EXACT)
+    now = store.clock()
+
+    def change(record: LockRecord) -> LockRecord:
+        state, lock = step(record.failures.get(slot), record.locks.get(slot))
         record.failures[slot] = state
         if lock is not None:
             record.locks[slot] = lock
         return record
 
-    record = await _change(store, provider, connection_id, step)
-    lock = record.locks.get(slot)
+    lock = (await _change(store, provider, connection_id, change, durable=durable)).locks.get(slot)
     if lock is None or lock.locked_at != now:
         return None
     _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
@@ -286,43 +290,6 @@ def _log_lock(provider: str, connection_id: int, model: str, scope: LockScope, l
         {"provider": provider, "connection_id": connection_id, "model": model,
          "seconds": round(seconds, 3), "reason": lock.reason},
     ))  # fmt: skip
-
-
-async def pair_probe_claim(
-    *,
-    store: StateStore,
-    provider: str,
-    connection_id: int,
-    model: str,
-    generation: float,
-    ttl: float,
-) -> bool:
-    """Claim the one probe of a pair whose self-set lock just ended (decision 16); each lock
-    (``generation``) has its own probe."""
-    key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"
-    return await store.incr(key, ttl=ttl) == 1
-
-
-async def pair_hinted_probe_claim(
-    *,
-    store: StateStore,
-    provider: str,
-    connection_id: int,
-    model: str,
-    generation: float,
-    ttl: float,
-) -> str | None:
-    """Claim the one probe of a pair whose hinted lock (started at ``generation``) has ended;
-    the claim's key when this caller got it (to release it if the probe ends with no answer),
-    else ``None``."""
-    key = f"{PROBE_PREFIX}hinted:{provider}:{connection_id}:{model}:{generation!r}"
-    return key if await store.incr(key, ttl=ttl) == 1 else None
-
-
-async def pair_probe_release(*, store: StateStore, key: str) -> None:
-    """Give a claimed probe back (it ended with no answer: the client left, the deadline ran
-    out): the next waiting request may probe at once."""
-    await store.delete(key)
 
 
 async def lockout_record_success(

@@ -15,8 +15,8 @@ claim back at once.
 from __future__ import annotations
 
 from resilience.domain.attribution import TimerClass
-from resilience.services.lockouts import (
-    lockout_record,
+from resilience.services.lockouts import lockout_record
+from resilience.services.probes import (
     pair_hinted_probe_claim,
     pair_probe_claim,
     pair_probe_release,
