@@ -116,7 +116,7 @@ class FirstTokenTimes:
         """``key``'s samples as a shared copy has them, plus any added here since the copy
         was taken (they are merged next time)."""
         pending = self._new.get(key, [])
-        merged = sorted({*samples, *pending})[-KEPT_SAMPLES:]
+        merged = sorted([*samples, *pending])[-KEPT_SAMPLES:]
         self._samples[key] = deque(merged, maxlen=KEPT_SAMPLES)
 
     def keys(self) -> list[PairKey]:
