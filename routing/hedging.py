@@ -24,8 +24,8 @@ reasoning, a tool call, a refusal; not a role-only delta, a comment, a ping or
 * **The race.** The first attempt to answer wins. A failure of one while the other runs
   starts nothing new: the other is awaited. The loser is neither a failure nor a success: it
   reaches no recorder (no pair counter, breaker window or combo metric), its probe claim on
-  the pair is given back at once, and the learned first-token time gets a sample of at least
-  the time it waited.
+  the pair and its provider breaker's probe slot are given back at once, and the learned
+  first-token time gets a sample of at least the time it waited.
 
 Every attempt this component runs that answers gives its first-token time as a sample
 (``routing.domain.hedging.FirstTokenTimes``). With a state store, the samples are merged
@@ -44,6 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from resilience.domain.breaker import Permit
+from resilience.services.breakers import breaker_release
 from resilience.store import StateStore
 from resilience.store.base import Json
 from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
@@ -75,6 +77,7 @@ class _Attempt:
     started: float  # monotonic
     task: asyncio.Task[AttemptResult]
     outcomes: int  # the request's outcomes of this target when it started
+    permit: Permit | None  # the provider breaker's permit its eligibility check took
     hedge: bool = False
     settled: bool = False
 
@@ -142,8 +145,9 @@ class Hedging:
         holds: list[Held] | None = None,
     ) -> _Attempt:
         outcomes = sum(t == target for t, _ in context.attempts)
+        permit = context.permits.get(target.provider.slug)
         task = asyncio.create_task(loop.attempt(target, context, payload, holds))
-        return _Attempt(target, time.monotonic(), task, outcomes, hedge=holds is not None)
+        return _Attempt(target, time.monotonic(), task, outcomes, permit, hedge=holds is not None)
 
     async def _hedge(
         self,
@@ -207,6 +211,7 @@ class Hedging:
                     continue  # a failure, recorded as usual: the other runs on
                 if winner is None:
                     winner = result
+                    self._keep_permit(attempt, context)
                 else:  # answered in the same moment as the winner: a loser
                     await self._discard(attempt, result, context)
             running = [a.task for a in racing if not a.task.done()]
@@ -238,6 +243,13 @@ class Hedging:
                 await self._discard(attempt, result, context)
 
     @staticmethod
+    def _keep_permit(attempt: _Attempt, context: AttemptContext) -> None:
+        """The winner's stream is recorded when it ends, with its own breaker permit (the
+        hedge's eligibility check may have replaced it for the same provider)."""
+        if attempt.permit is not None:
+            context.permits[attempt.target.provider.slug] = attempt.permit
+
+    @staticmethod
     def _recording(attempt: _Attempt, context: AttemptContext) -> bool:
         """The attempt has its outcome and is recording it (a failure): let it finish, a
         recorder is never cut in the middle."""
@@ -248,9 +260,7 @@ class Hedging:
         probe claim it held on its pair goes back at once."""
         waited_ms = (time.monotonic() - attempt.started) * 1000
         self.times.add(_pair(attempt.target), waited_ms, self.clock())
-        release = context.probe_releases.pop(_slot(attempt.target), None)
-        if release is not None:
-            await release()
+        await self._give_back(attempt, context)
 
     async def _discard(
         self, attempt: _Attempt, result: AttemptResult, context: AttemptContext
@@ -263,9 +273,16 @@ class Hedging:
             (t, o) for t, o in context.attempts if not (t == attempt.target and o is reply.outcome)
         ]
         await reply.aclose()
+        await self._give_back(attempt, context)
+
+    async def _give_back(self, attempt: _Attempt, context: AttemptContext) -> None:
+        """A loser's probes, with no result: its claim on the pair and its breaker slot."""
         release = context.probe_releases.pop(_slot(attempt.target), None)
         if release is not None:
             await release()
+        if self.store is not None and attempt.permit is not None and attempt.permit.probe:
+            slug = attempt.target.provider.slug
+            await breaker_release(store=self.store, name=slug, permit=attempt.permit)
 
     def _answered(self, target: Target, result: AttemptResult) -> None:
         """A stream that answered gives its first-token time as a sample."""
