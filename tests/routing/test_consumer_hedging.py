@@ -18,6 +18,7 @@ from channels.db import database_sync_to_async
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
 from routing.models import Provider
+from tests.routing.affinity_support import SESSION_HEADER, key_id, pinned_to
 from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import (
     BACKUP,
@@ -248,3 +249,25 @@ async def test_a_cancelled_loser_gives_its_hinted_probe_back_at_once(
     assert claims == {}  # given back while the hedge still streams
     await comm.send_input({"type": "http.disconnect"})
     await comm.wait(5)
+
+
+async def test_a_hedge_keeps_the_session_pin(gateway: Gateway, primary: int, backup: int) -> None:
+    await configure(patch={**QUICK_HEDGE, "sessionAffinity": {"ttlMs": 600_000}})
+    gateway.fake.behaviours.update({PRIMARY: Slow(0), BACKUP: streaming(answer_chunks())})
+    assert (await ask_in_session(gateway, "s1")).connection == primary
+    assert await pinned_to(gateway.store, await key_id(), "s1") == primary
+    gateway.fake.behaviours[PRIMARY] = Slow()  # slow now: the hedge answers
+
+    reply = await ask_in_session(gateway, "s1")
+
+    assert reply.connection == backup and reply.decision()["hedge"] == "1"
+    assert await pinned_to(gateway.store, await key_id(), "s1") == primary  # only slow
+
+
+async def ask_in_session(gateway: Gateway, session: str) -> Reply:
+    comm = communicator(
+        gateway.app, gateway.key, extra_headers=[(SESSION_HEADER, session.encode())]
+    )
+    body = {"model": "acme/m1", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    await send_body(comm, orjson.dumps(body))
+    return await read_reply(comm)
