@@ -78,7 +78,7 @@ class _Attempt:
     task: asyncio.Task[AttemptResult]
     outcomes: int  # the request's outcomes of this target when it started
     permit: Permit | None  # the provider breaker's permit its eligibility check took
-    hedge: bool = False
+    holds: list[Held] | None = None  # a hedge's, granted before its task started
     settled: bool = False
 
 
@@ -147,7 +147,7 @@ class Hedging:
         outcomes = sum(t == target for t, _ in context.attempts)
         permit = context.permits.get(target.provider.slug)
         task = asyncio.create_task(loop.attempt(target, context, payload, holds))
-        return _Attempt(target, time.monotonic(), task, outcomes, permit, hedge=holds is not None)
+        return _Attempt(target, time.monotonic(), task, outcomes, permit, holds)
 
     async def _hedge(
         self,
@@ -260,6 +260,8 @@ class Hedging:
         probe claim it held on its pair goes back at once."""
         waited_ms = (time.monotonic() - attempt.started) * 1000
         self.times.add(_pair(attempt.target), waited_ms, self.clock())
+        if attempt.holds is not None:  # a task cancelled before it ran never released them
+            await release_all(attempt.holds)
         await self._give_back(attempt, context)
 
     async def _discard(
