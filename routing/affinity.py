@@ -18,6 +18,8 @@ When the request ends:
 * nothing of the provider answered, and the pinned connection was skipped (cooling down,
   locked, breaker open, ...) or failed in a way the gateway fails over on (a 5xx, a 429, a
   timeout) → the pin is deleted (§1.7), so the next request chooses afresh;
+* a hedge started beside a slow attempt answered (``routing.hedging``) → the pin stays as it
+  is: a slow first token is no failure of the pinned connection;
 * otherwise (the client left, the request itself was refused) the pin stays as it is.
 
 Sessions are told apart per client key: one client's session id never steers another's.
@@ -114,6 +116,8 @@ async def _settle_one(
 ) -> None:
     provider, key_hash = choice.provider, choice.key_hash
     answered = _answered(context, provider)
+    if answered is not None and choice.pinned is not None and _by_hedge(context, answered):
+        return  # the pinned connection was only slow: the hedge keeps the pin where it is
     if answered is not None:
         await affinity_pin_answered(
             store=store, provider=provider, key_hash=key_hash, connection_id=answered,
@@ -132,6 +136,16 @@ def _answered(context: AttemptContext, provider: str) -> int | None:
         if outcome.ok and target.provider.slug == provider:
             return target.connection.id
     return None
+
+
+def _by_hedge(context: AttemptContext, connection: int) -> bool:
+    """Whether the answer came from a hedge started beside a slow attempt."""
+    hedge = context.hedge
+    return (
+        hedge is not None
+        and hedge.connection.id == connection
+        and any(t == hedge and outcome.ok for t, outcome in context.attempts)
+    )
 
 
 def _let_down(context: AttemptContext, provider: str, connection: int) -> bool:

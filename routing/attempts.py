@@ -4,6 +4,8 @@ Later mechanisms plug in at its seams (``routing.seams``) without touching the l
 filters (their exclusions explain the decision), holders (a refusal is request-scoped), outcome
 recorders (the first hands the outcome to the resilience attribution service, whose verdict
 says whether the loop moves on), and per request a payload rewrite, finishers and a keep-alive.
+A target's attempts go through the hedger when there is one (``routing.hedging``): it may
+start the next target beside a stream slow to send its first token (spec decision 24).
 
 The order of last resorts (spec decisions 14, 15, 20): the attempt policy on the current target
 (``resilience.domain.attempt_policy``); the next eligible target; one retry of the last after a
@@ -47,6 +49,7 @@ from routing.seams import (
     EligibilityFilter,
     Exclusion,
     Finisher,
+    Hedger,
     Held,
     Holder,
     HoldRefused,
@@ -107,6 +110,12 @@ class AttemptContext:
     notes: list[str] = field(default_factory=list)  # decision-header parts (routing.preludes)
     rewrite: Rewrite | None = None  # what a strategy changes in the payload per target
     lease: LeaseClaim | None = None  # a managed key's lease, fenced before every attempt
+    pinned: bool = False  # the plan was narrowed to the connection of a previous response
+    hedge: Target | None = None  # the target started beside a slow one (routing.hedging)
+    # A probe claim taken for a pair, to give back at once when its attempt is cancelled.
+    probe_releases: dict[tuple[int, str], Callable[[], Awaitable[None]]] = field(
+        default_factory=dict
+    )
     policy: AttemptPolicy = field(init=False)  # the combo's, or the global: __post_init__
 
     def __post_init__(self) -> None:
@@ -160,12 +169,14 @@ class AttemptLoop:
         recorders: Sequence[OutcomeRecorder] = (),
         restate: Restater | None = None,
         holders: Sequence[Holder] = (),
+        hedger: Hedger | None = None,
     ) -> None:
         self.upstream = upstream
         self.holders = tuple(holders)
         self.filters = tuple(filters)
         self.recorders = tuple(recorders)
         self.restate = restate
+        self.hedger = hedger
 
     async def run(self, context: AttemptContext, payload: dict[str, object]) -> AttemptResult:
         """Try the plan's targets in order, each as the attempt policy says, until one succeeds,
@@ -230,12 +241,15 @@ class AttemptLoop:
         target: Target,
         context: AttemptContext,
         payload: dict[str, object],
-        rest: Sequence[Target],
+        rest: list[Target],
     ) -> AttemptResult:
         """One target: an attempt, then the policy's retries of it (``rest``: the targets
-        left after it in this pass)."""
+        left after it in this pass; a hedge takes the one it starts from it)."""
         while True:
-            result = await self.attempt(target, context, payload)
+            if self.hedger is None:
+                result = await self.attempt(target, context, payload)
+            else:
+                result = await self.hedger.attempt(self, target, context, payload, rest)
             if result.reply is not None:
                 return result
             decision = self._decide(target, context, rest)
@@ -251,7 +265,9 @@ class AttemptLoop:
                 return result
 
     def _decide(self, target: Target, context: AttemptContext, rest: Sequence[Target]) -> Decision:
-        verdict, outcome = context.verdict(target), context.last_outcome
+        verdict = context.verdict(target)
+        # The target's own last outcome: a hedge beside it may have ended after it.
+        outcome = next((o for t, o in reversed(context.attempts) if t == target), None)
         if verdict is None:  # no recorder said anything: the outcome alone decides
             moves = outcome is not None and should_fail_over(outcome)
             return Decision(Step.NEXT if moves else Step.STOP)
@@ -277,12 +293,18 @@ class AttemptLoop:
         )
 
     async def attempt(
-        self, target: Target, context: AttemptContext, payload: dict[str, object]
+        self,
+        target: Target,
+        context: AttemptContext,
+        payload: dict[str, object],
+        holds: list[Held] | None = None,
     ) -> AttemptResult:
         """One attempt on ``target``, recorded, with what the holders grant held while it runs
         (until its stream ends, for a stream); a stream is read up to its first token within
-        the time-to-first-token limit, and everything within the request's deadline."""
-        holds = await self._acquire(target, context)
+        the time-to-first-token limit, and everything within the request's deadline. ``holds``:
+        what the holders granted already (a hedge admitted without queueing)."""
+        if holds is None:
+            holds = await self._acquire(target, context)
         if holds is None:
             return AttemptResult()
         try:

@@ -30,6 +30,7 @@ from routing.domain.planning import Target, plan_route
 from routing.domain.requests import ClientRequest
 from routing.guards import default_filters, default_holders, default_recorders
 from routing.guards.restatement import restate
+from routing.hedging import Hedging
 from routing.leasing import bound_first, lease_bind
 from routing.preludes import Answer, prelude_for
 from routing.proxy import JSON, ProxyConsumer
@@ -38,6 +39,7 @@ from routing.relay import (
     KEEP_ALIVE,
     WARNING_HEADER,
     Headers,
+    decision_comment,
     failure_response,
     in_band_error,
     keep_alive_headers,
@@ -63,7 +65,7 @@ def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
         return cached[2]
     loop = AttemptLoop(
         upstream, default_filters(store), default_recorders(store), restate,
-        default_holders(store),
+        default_holders(store), Hedging(store),
     )  # fmt: skip
     _loops[(id(upstream), id(store))] = (upstream, store, loop)
     return loop
@@ -103,6 +105,7 @@ class RelayConsumer(ProxyConsumer):
         context = AttemptContext(
             self.request_id, key, plan, request.stream, snapshot,
             endpoint=self.endpoint, forwarded=self._forwarded(), tools=request.tools,
+            pinned=request.previous_response_id is not None,
         )  # fmt: skip
         self.context = context
         context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
@@ -201,8 +204,10 @@ class RelayConsumer(ProxyConsumer):
         client = (self._send_part, self._end)
         relay = StreamRelay(loop, context, request.payload, client, target, reply)
         try:
-            if not self.started:  # else a keep-alive sent the head before a wait
+            if not self.started:
                 await self.send_headers(status=reply.status, headers=headers)
+            else:  # a keep-alive sent the head before a wait: the decision leads the body
+                await self.send_body(decision_comment(context, target), more_body=True)
             await self.send_body(reply.body, more_body=True)
             await relay.run()
         finally:

@@ -65,6 +65,12 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
     return "; ".join(parts).encode()
 
 
+def decision_comment(context: AttemptContext, target: Target) -> bytes:
+    """The decision as an SSE comment, for a stream whose head went out before it was made (a
+    keep-alive before a wait): ``: x-omniroute-decision: ...``."""
+    return b": x-omniroute-decision: " + decision_header(context, target) + b"\n\n"
+
+
 def reply_headers(context: AttemptContext, target: Target, reply: UpstreamReply) -> Headers:
     """Headers of a relayed success."""
     headers: Headers = [

@@ -7,7 +7,9 @@
   breaks. A holder may refuse (:class:`HoldRefused`): a local, request-scoped error that the
   loop fails over on and never records against a connection, a model or a breaker;
 * an **outcome recorder** sees every attempt's outcome;
-* a **restater** rewrites a failed outcome before anything reads it.
+* a **restater** rewrites a failed outcome before anything reads it;
+* a **hedger** runs a target's attempts, and may start the next target beside a stream that
+  is slow to send its first token (``routing.hedging``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from routing.domain.planning import Target
 from routing.domain.vocabulary import ExclusionReason
 
 if TYPE_CHECKING:
-    from routing.attempts import AttemptContext
+    from routing.attempts import AttemptContext, AttemptLoop, AttemptResult
 
 
 HELD_BACK = frozenset({ExclusionReason.FALLBACK_ONLY, ExclusionReason.LEASE_BOUND})
@@ -75,6 +77,20 @@ Rewrite = Callable[[dict[str, object], Target], dict[str, object]]
 
 Finisher = Callable[[], Awaitable[None] | None]
 """Run once when the request ends (a strategy's slot released, its sticky state settled)."""
+
+
+class Hedger(Protocol):
+    """Runs one attempt on ``target`` for the loop, and may race it against a hedge on a
+    target it takes from ``rest`` (the targets left in this pass)."""
+
+    async def attempt(
+        self,
+        loop: AttemptLoop,
+        target: Target,
+        context: AttemptContext,
+        payload: dict[str, object],
+        rest: list[Target],
+    ) -> AttemptResult: ...
 
 
 class Held(Protocol):

@@ -218,6 +218,7 @@ def _catalog_entry(entry: ModelCatalogEntry) -> CatalogEntry:
         accepts_prefill=entry.accepts_prefill,
         time_to_first_token_ms=entry.time_to_first_token_ms,
         stream_idle_ms=entry.stream_idle_ms,
+        hedge_after_ms=entry.hedge_after_ms,
         input_price_per_mtok=_price(entry.input_price_per_mtok),
         output_price_per_mtok=_price(entry.output_price_per_mtok),
         supports_tools=entry.supports_tools,

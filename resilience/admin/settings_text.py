@@ -219,6 +219,22 @@ FIELDS: dict[str, tuple[str, str]] = {
         "Longest silence in a stream (ms)",
         "A stream that sends nothing for this long is treated as broken.",
     ),
+    "attempts.hedgeEnabled": (
+        "Hedge a slow first token",
+        "When a stream has not started answering after the hedge delay, start the next target "
+        "beside it; the first to answer is kept and the other cancelled.",
+    ),
+    "attempts.hedgeAfterMs": (
+        "Hedge delay (ms)",
+        "How long a stream waits for its first token before the next target starts beside it, "
+        "until the model has a learned first-token time (then three times its recent 95th "
+        "percentile, at least 2 000 ms). 0 never hedges.",
+    ),
+    "attempts.hedgeMaxPercent": (
+        "Most hedges per minute (%)",
+        "At most this share of a model's attempts in the last minute may be hedges (one a "
+        "minute is always allowed while it is above 0). 0 never hedges.",
+    ),
     "streamRecovery.enabled": (
         "Recover broken streams",
         "Retry a stream that fails before any text reached the client.",

@@ -10,6 +10,10 @@ As with the settings document, overrides are written strictly and read leniently
 - ``attempt_overrides_read`` (building the routing snapshot): a stored value that is no longer
   valid (say, a key later removed) is clamped or dropped, so it never breaks routing;
 - ``with_overrides`` applies them to a policy.
+
+Hedging is the one exception to "the combo's value replaces the global one": it is off when
+``hedgeEnabled`` is false or ``hedgeAfterMs`` is 0 at any level, so a combo can turn it off
+for itself but never back on against the global setting.
 """
 
 from __future__ import annotations
@@ -43,7 +47,10 @@ def attempt_override_bounds() -> dict[str, tuple[int, int]]:
     }
 
 
-def attempt_overrides_validate(raw: Any) -> dict[str, int]:
+Override = int | bool
+
+
+def attempt_overrides_validate(raw: Any) -> dict[str, Override]:
     """``raw`` checked strictly; ``SettingsError`` keyed by the bad override keys (or
     ``ROOT_FIELD`` when ``raw`` is not an object), e.g. ``{"retriesPerTarget": "must be
     between 0 and 5"}``."""
@@ -53,7 +60,7 @@ def attempt_overrides_validate(raw: Any) -> dict[str, int]:
         checked = validate_patch({SECTION: raw})
     except SettingsError as exc:
         raise SettingsError({_key(path): _say(msg) for path, msg in exc.errors.items()}) from None
-    overrides: dict[str, int] = checked.get(SECTION, {})
+    overrides: dict[str, Override] = checked.get(SECTION, {})
     return overrides
 
 
@@ -67,14 +74,18 @@ def _say(message: str) -> str:
     return f"unknown key (the keys are {', '.join(attempt_override_keys())})"
 
 
-def attempt_overrides_read(raw: Any) -> dict[str, int]:
-    """The usable overrides of a stored value: known integer keys, clamped to their bounds;
-    anything else is left out (the global setting applies)."""
+def attempt_overrides_read(raw: Any) -> dict[str, Override]:
+    """The usable overrides of a stored value: known integer keys, clamped to their bounds,
+    and known boolean keys holding a boolean; anything else is left out (the global setting
+    applies)."""
     if not isinstance(raw, Mapping):
         return {}
-    read: dict[str, int] = {}
+    read: dict[str, Override] = {}
     for key, value in raw.items():
         spec = ATTEMPT_FIELDS.get(f"{_PREFIX}{key}")
+        if spec is not None and spec.kind is Kind.BOOL and isinstance(value, bool):
+            read[str(key)] = value
+            continue
         number = to_integer(value) if spec is not None and spec.kind is Kind.INT else None
         if spec is not None and number is not None:
             read[str(key)] = spec.clamp(number)
@@ -86,11 +97,16 @@ def snake_case(key: str) -> str:
     return _WORD_START.sub("_", key).lower()
 
 
-def with_overrides(policy: AttemptPolicy, overrides: Mapping[str, int]) -> AttemptPolicy:
+def with_overrides(policy: AttemptPolicy, overrides: Mapping[str, Override]) -> AttemptPolicy:
     """``policy`` with each camelCase key of ``overrides`` replacing its snake_case field;
-    ``ValueError`` for a key that names no field of the policy."""
-    changes = {snake_case(key): value for key, value in overrides.items()}
+    ``ValueError`` for a key that names no field of the policy. Hedging stays off when the
+    global policy has it off (see the module docstring)."""
+    changes: dict[str, Any] = {snake_case(key): value for key, value in overrides.items()}
     unknown = sorted(set(changes) - {f.name for f in fields(policy)})
     if unknown:
         raise ValueError(f"not attempt policy fields: {', '.join(unknown)}")
+    if not policy.hedge_enabled:
+        changes.pop("hedge_enabled", None)
+    if policy.hedge_after_ms == 0:
+        changes.pop("hedge_after_ms", None)
     return replace(policy, **changes) if changes else policy

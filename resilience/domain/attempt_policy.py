@@ -23,6 +23,11 @@ Every wait must end inside the request's deadline; one that would not is skipped
 
 Two stream timeouts belong to the same section: ``time_to_first_token_ms`` bounds the wait for
 a stream's first event, ``stream_idle_ms`` the silence between two chunks of a stream.
+
+So does hedging a slow first token (``routing.hedging``): ``hedge_enabled`` turns it on or
+off, ``hedge_after_ms`` is how long a stream waits for its first token before the next target
+is started beside it (until the model has a learned first-token time; 0: never), and
+``hedge_max_percent`` caps the share of a model's attempts in the last minute that are hedges.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from enum import StrEnum
 DEFAULT_DEADLINE_MS = 300_000
 DEFAULT_TIME_TO_FIRST_TOKEN_MS = 60_000
 DEFAULT_STREAM_IDLE_MS = 60_000
+DEFAULT_HEDGE_AFTER_MS = 10_000
+DEFAULT_HEDGE_MAX_PERCENT = 10
 DEADLINE_HEADER = "x-omniroute-deadline-ms"
 
 
@@ -46,6 +53,9 @@ class AttemptPolicy:
     deadline_ms: int = DEFAULT_DEADLINE_MS
     time_to_first_token_ms: int = DEFAULT_TIME_TO_FIRST_TOKEN_MS
     stream_idle_ms: int = DEFAULT_STREAM_IDLE_MS
+    hedge_enabled: bool = True
+    hedge_after_ms: int = DEFAULT_HEDGE_AFTER_MS  # 0: never hedge
+    hedge_max_percent: int = DEFAULT_HEDGE_MAX_PERCENT
 
 
 class Step(StrEnum):

@@ -147,6 +147,13 @@ class Breaker:
             return taken, Permit(probe=True, generation=current.probe_generation)
         return current, None
 
+    def released(self, permit: Permit) -> Breaker:
+        """A probe that ended with no result (its attempt was cancelled) gives its slot back,
+        if it is still this generation's; anything else is unchanged."""
+        if self.state != BreakerState.HALF_OPEN or not permit.probe or self._is_stale(permit):
+            return self
+        return replace(self, half_open_allowed=self.half_open_allowed + 1, probe_started_at=None)
+
     def after_failure(
         self,
         policy: BreakerPolicy,

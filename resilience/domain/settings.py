@@ -11,7 +11,7 @@ The document (reference-part2 §9; breaker numbers in reference-part1 §2.5, win
     availability.{consecutiveFailures, transientCooldownBaseMs, transientCooldownCapMs,
                   panicEnabled}
     attempts.{retriesPerTarget, backoffBaseMs, maxRetryAfterWaitMs, deadlineMs,
-              timeToFirstTokenMs, streamIdleMs}
+              timeToFirstTokenMs, streamIdleMs, hedgeEnabled, hedgeAfterMs, hedgeMaxPercent}
     streamRecovery.{enabled, continueMidStream}
     streamRecovery.throughputWatchdog.{enabled, warmupMs, windowMs, minUsefulBytesPerSecond,
                                        minUsefulBytes}
@@ -257,6 +257,9 @@ def _build(values: Mapping[str, Value]) -> ResilienceSettings:
             deadline_ms=number_of(values, "attempts.deadlineMs"),
             time_to_first_token_ms=number_of(values, "attempts.timeToFirstTokenMs"),
             stream_idle_ms=number_of(values, "attempts.streamIdleMs"),
+            hedge_enabled=bool(values["attempts.hedgeEnabled"]),
+            hedge_after_ms=number_of(values, "attempts.hedgeAfterMs"),
+            hedge_max_percent=number_of(values, "attempts.hedgeMaxPercent"),
         ),
         stream_recovery=stream_recovery(values),
         request_queue=request_queue(values),
@@ -317,6 +320,9 @@ def to_document(settings: ResilienceSettings) -> dict[str, Any]:
             "deadlineMs": settings.attempts.deadline_ms,
             "timeToFirstTokenMs": settings.attempts.time_to_first_token_ms,
             "streamIdleMs": settings.attempts.stream_idle_ms,
+            "hedgeEnabled": settings.attempts.hedge_enabled,
+            "hedgeAfterMs": settings.attempts.hedge_after_ms,
+            "hedgeMaxPercent": settings.attempts.hedge_max_percent,
         },
         "streamRecovery": stream_recovery_document(settings.stream_recovery),
         "requestQueue": request_queue_document(settings.request_queue),

@@ -135,6 +135,12 @@ ATTEMPT_FIELDS: dict[str, FieldSpec] = {
     "attempts.streamIdleMs": FieldSpec(
         Kind.INT, _stream_idle_default, 1_000, STREAM_TIMEOUT_MAX_MS
     ),
+    # Decision 24: hedge a slow first token (0 ms: never; the learned time replaces it).
+    "attempts.hedgeEnabled": FieldSpec(Kind.BOOL, _ATTEMPTS.hedge_enabled),
+    "attempts.hedgeAfterMs": FieldSpec(
+        Kind.INT, _ATTEMPTS.hedge_after_ms, 0, STREAM_TIMEOUT_MAX_MS
+    ),
+    "attempts.hedgeMaxPercent": FieldSpec(Kind.INT, _ATTEMPTS.hedge_max_percent, 0, 100),
 }
 
 _RECOVERY = StreamRecoverySettings()

@@ -223,6 +223,14 @@ async def breaker_record_success(
     return change.after
 
 
+async def breaker_release(*, store: StateStore, name: str, permit: Permit) -> None:
+    """Give a probe slot back with no result (its attempt was cancelled before it answered:
+    a hedge that lost), so the next request may probe at once."""
+    if not permit.probe:
+        return
+    await _apply(store, name, lambda breaker: (breaker.released(permit), None))
+
+
 async def breaker_reset(*, store: StateStore, name: str) -> Breaker:
     """Manual reset to CLOSED (the record and its history are kept)."""
     if await store.get(breaker_key(name)) is None:

@@ -18,11 +18,12 @@ async def pair_probe_claim(
     model: str,
     generation: float,
     ttl: float,
-) -> bool:
+) -> str | None:
     """Claim the one probe of a pair whose self-set lock just ended (decision 16); each lock
-    (``generation``) has its own probe."""
+    (``generation``) has its own probe. The claim's key when this caller got it (to release
+    it if the probe ends with no answer), else ``None``."""
     key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"
-    return await store.incr(key, ttl=ttl) == 1
+    return key if await store.incr(key, ttl=ttl) == 1 else None
 
 
 async def pair_hinted_probe_claim(

@@ -27,6 +27,7 @@ class ModelCatalogEntryAdmin(ServiceAdmin):
         "supports_structured_output",
         "time_to_first_token_ms",
         "stream_idle_ms",
+        "hedge_after_ms",
         "input_price_per_mtok",
         "output_price_per_mtok",
         "updated_at",

@@ -11,7 +11,7 @@ from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
 
 from resilience.admin._base import ServiceAdmin, TabularInlineBase
-from resilience.domain.attempt_overrides import attempt_override_bounds
+from resilience.domain.attempt_overrides import attempt_override_bounds, attempt_override_keys
 from routing.domain.combo_options import COMMON, OPTION_SPECS, options_help
 from routing.models import Combo, ComboTarget
 from routing.services import combo_delete, combo_save
@@ -58,8 +58,11 @@ def _record_changes(formset: Any) -> None:
 
 
 def _override_keys() -> str:
-    bounds = attempt_override_bounds().items()
-    return ", ".join(f"{key} ({low}–{high})" for key, (low, high) in bounds)
+    bounds = attempt_override_bounds()
+    return ", ".join(
+        f"{key} ({bounds[key][0]}–{bounds[key][1]})" if key in bounds else f"{key} (true/false)"
+        for key in attempt_override_keys()
+    )
 
 
 def _options_help(strategy: str | None) -> str:

@@ -287,6 +287,7 @@ class ModelCatalogEntrySerializer(serializers.ModelSerializer[ModelCatalogEntry]
             "accepts_prefill",
             "time_to_first_token_ms",
             "stream_idle_ms",
+            "hedge_after_ms",
             "input_price_per_mtok",
             "output_price_per_mtok",
             "updated_at",

@@ -156,7 +156,7 @@ class ComboInfo:
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
     """A model-catalog entry: one model at one provider (``None``: unknown, or follow the
-    global ``attempts`` settings for the two time limits)."""
+    global ``attempts`` settings for the two time limits and the hedge delay)."""
 
     provider: str
     model: str
@@ -164,6 +164,7 @@ class CatalogEntry:
     accepts_prefill: str = Prefill.UNKNOWN  # a ``Prefill`` value
     time_to_first_token_ms: int | None = None
     stream_idle_ms: int | None = None
+    hedge_after_ms: int | None = None  # 0: never hedge this model
     input_price_per_mtok: float | None = None  # USD per million tokens
     output_price_per_mtok: float | None = None
     supports_tools: bool | None = None

@@ -92,9 +92,13 @@ class ConcurrencyHolder:
         member = member_requirement(target, context)
         if member is not None:
             items.append(member)
+        # Two attempts of one request may run at once (a hedge): each holds its own slots.
+        holder = (
+            f"{context.request_id}:{len(context.attempts)}:{target.connection.id}:{target.model}"
+        )
         try:
             return await self.gates.acquire(
-                items, holder=f"{context.request_id}:{len(context.attempts)}",
+                items, holder=holder,
                 wait_seconds=SEMAPHORE_WAIT_SECONDS, max_queue=SEMAPHORE_MAX_QUEUE,
             )  # fmt: skip
         except GateRefused as refused:

@@ -9,10 +9,12 @@ record read here. When an upstream-hinted lock has ended, one request claims its
 and the others poll the pair every :data:`PROBE_POLL_SECONDS` and follow as soon as the probe
 succeeded (or wait for the new lock when it was refused again): a real rate limit sees about
 one attempt per hint period. A probe that ends with no answer (the client left) gives its
-claim back at once.
+claim back at once, and so does a probe whose attempt lost a hedge race (either kind).
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from resilience.domain.attribution import TimerClass
 from resilience.services.lockouts import lockout_record
@@ -53,13 +55,29 @@ class ModelLockoutFilter:
         generation = record.awaiting_probe(target.model, threshold)
         if generation is None:
             return None
-        claimed = await pair_probe_claim(
+        key = await pair_probe_claim(
             store=self.store, provider=target.provider.slug, connection_id=connection,
             model=target.model, generation=generation, ttl=PROBE_CLAIM_SECONDS,
         )  # fmt: skip
-        if claimed:
+        if key is not None:
+            self._releasable(target, context, key)
             return None
         return Exclusion(target, ExclusionReason.MODEL_LOCKOUT, 1.0, TimerClass.SELF_SET)
+
+    def _releasable(
+        self, target: Target, context: AttemptContext, key: str
+    ) -> Callable[[], Awaitable[None]]:
+        """The claim's release, once at most, kept for a cancelled attempt on the pair."""
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                await pair_probe_release(store=self.store, key=key)
+
+        context.probe_releases[(target.connection.id, target.model)] = release
+        return release
 
     async def _hinted_probe(
         self, target: Target, context: AttemptContext, generation: float
@@ -82,10 +100,12 @@ class ModelLockoutFilter:
                 polling=True,
             )
 
+        release = self._releasable(target, context, key)
+
         async def release_if_unanswered() -> None:
             pair = (target.connection.id, target.model)
             if not any((t.connection.id, t.model) == pair for t, _ in context.attempts):
-                await pair_probe_release(store=self.store, key=key)
+                await release()
 
         context.on_finish.append(release_if_unanswered)
         return None

@@ -72,6 +72,15 @@ class ModelCatalogEntry(models.Model):
         help_text="Overrides the idle limit between stream chunks (attempts.streamIdleMs) for "
         "this model. Empty follows the settings.",
     )
+    hedge_after_ms = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(TIMEOUT_OVERRIDE_MAX_MS)],
+        help_text="How long a stream of this model waits for its first token before the next "
+        "target starts beside it, until the model has a learned first-token time "
+        "(attempts.hedgeAfterMs for this model); 0 never hedges it. Empty follows the combo or "
+        "the settings.",
+    )
     supports_tools = models.BooleanField(
         null=True,
         blank=True,

@@ -23,6 +23,7 @@ from resilience.domain.settings_schema import ATTEMPT_FIELDS
 
 KEYS = attempt_override_keys()
 BOUNDS = attempt_override_bounds()
+INT_KEYS = tuple(BOUNDS)  # the others are switches (true / false)
 
 
 def _errors(raw: Any) -> dict[str, str]:
@@ -35,6 +36,8 @@ def test_the_keys_are_the_attempts_section() -> None:
     assert KEYS == tuple(path.split(".", 1)[1] for path in ATTEMPT_FIELDS)
     assert {"retriesPerTarget", "backoffBaseMs", "maxRetryAfterWaitMs", "deadlineMs"} <= set(KEYS)
     assert BOUNDS["retriesPerTarget"] == (0, 5)
+    assert BOUNDS["hedgeAfterMs"] == (0, 600_000) and BOUNDS["hedgeMaxPercent"] == (0, 100)
+    assert set(KEYS) - set(INT_KEYS) == {"hedgeEnabled"}
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -42,7 +45,7 @@ def test_every_key_names_a_policy_field(key: str) -> None:
     assert snake_case(key) in {f.name for f in fields(AttemptPolicy)}
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", INT_KEYS)
 def test_each_key_takes_its_bounds(key: str) -> None:
     low, high = BOUNDS[key]
 
@@ -50,7 +53,7 @@ def test_each_key_takes_its_bounds(key: str) -> None:
     assert attempt_overrides_validate({key: high}) == {key: high}
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", INT_KEYS)
 def test_each_key_refuses_values_out_of_its_bounds(key: str) -> None:
     low, high = BOUNDS[key]
 
@@ -113,7 +116,7 @@ def test_with_overrides_replaces_only_the_given_fields() -> None:
     assert policy.retries_per_target == 1  # a new value; the old one is unchanged
 
 
-@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("key", INT_KEYS)
 def test_with_overrides_sets_every_key(key: str) -> None:
     low, _ = BOUNDS[key]
 
@@ -131,3 +134,36 @@ def test_with_no_overrides_is_the_same_policy() -> None:
 def test_with_overrides_refuses_a_key_that_names_no_field() -> None:
     with pytest.raises(ValueError, match="retries"):
         with_overrides(AttemptPolicy(), {"retries": 2})
+
+
+def test_the_hedge_switch_is_a_boolean() -> None:
+    assert attempt_overrides_validate({"hedgeEnabled": False}) == {"hedgeEnabled": False}
+    assert _errors({"hedgeEnabled": 0}) == {"hedgeEnabled": "must be a boolean"}
+    assert attempt_overrides_read({"hedgeEnabled": False, "hedgeMaxPercent": 250}) == {
+        "hedgeEnabled": False,
+        "hedgeMaxPercent": 100,
+    }
+    assert attempt_overrides_read({"hedgeEnabled": "no"}) == {}
+
+
+def test_a_combo_sets_its_own_hedge_delay_and_share() -> None:
+    changed = with_overrides(AttemptPolicy(), {"hedgeAfterMs": 3_000, "hedgeMaxPercent": 50})
+
+    assert (changed.hedge_enabled, changed.hedge_after_ms, changed.hedge_max_percent) == (
+        True,
+        3_000,
+        50,
+    )
+
+
+def test_a_combo_turns_hedging_off_for_itself() -> None:
+    assert not with_overrides(AttemptPolicy(), {"hedgeEnabled": False}).hedge_enabled
+    assert with_overrides(AttemptPolicy(), {"hedgeAfterMs": 0}).hedge_after_ms == 0
+
+
+def test_a_combo_cannot_turn_on_hedging_the_global_settings_turned_off() -> None:
+    off = AttemptPolicy(hedge_enabled=False)
+    never = AttemptPolicy(hedge_after_ms=0)
+
+    assert not with_overrides(off, {"hedgeEnabled": True}).hedge_enabled
+    assert with_overrides(never, {"hedgeAfterMs": 5_000}).hedge_after_ms == 0

@@ -93,7 +93,11 @@ async def test_the_head_and_a_keep_alive_go_out_before_a_wait_that_ends_in_a_str
     assert sent_before_waits == [2]  # the head and the comment, before the pause
     assert is_a_stream(reply) and "x-omniroute-request-id" in reply.headers
     assert reply.chunks[0] == KEEP_ALIVE
-    assert reply.body == KEEP_ALIVE + b"".join(answer_chunks())  # the stream, as it came
+    # the head went out before the decision: it leads the body as an SSE comment
+    decision = reply.chunks[1]
+    assert decision.startswith(b": x-omniroute-decision: strategy=") and decision.endswith(b"\n\n")
+    assert b"; attempts=3" in decision
+    assert reply.body == KEEP_ALIVE + decision + b"".join(answer_chunks())  # the stream, as it came
     assert gateway.fake.sent == [(PRIMARY, "m1"), (PRIMARY, "m2"), (PRIMARY, "m1")]
 
 
@@ -125,7 +129,9 @@ async def test_each_wait_sends_its_own_keep_alive_and_one_head(
 
     assert sent_before_waits == [2, 3]
     assert is_a_stream(reply)
-    assert reply.body == KEEP_ALIVE * 2 + b"".join(answer_chunks())
+    decision = reply.chunks[2]  # after the two keep-alives: the decision, as a comment
+    assert decision.startswith(b": x-omniroute-decision: ")
+    assert reply.body == KEEP_ALIVE * 2 + decision + b"".join(answer_chunks())
 
 
 @pytest.mark.parametrize("stream", [False, True])

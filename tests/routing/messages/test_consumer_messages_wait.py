@@ -67,7 +67,9 @@ async def test_a_wait_that_ends_in_a_stream_continues_the_head_sent_before_it(
 
     assert sent_before_waits == [2]
     assert (reply.status, reply.headers["content-type"]) == (200, "text/event-stream")
-    assert reply.body == KEEP_ALIVE + b"".join(messages_events())
+    decision = reply.chunks[1]  # the head went out first: the decision leads as a comment
+    assert decision.startswith(b": x-omniroute-decision: ") and b"target=claude/opus" in decision
+    assert reply.body == KEEP_ALIVE + decision + b"".join(messages_events())
     assert [body["model"] for body in relay.fake.bodies()] == ["opus", "sonnet", "opus"]
 
 
