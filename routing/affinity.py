@@ -18,8 +18,10 @@ When the request ends:
 * nothing of the provider answered, and the pinned connection was skipped (cooling down,
   locked, breaker open, ...) or failed in a way the gateway fails over on (a 5xx, a 429, a
   timeout) → the pin is deleted (§1.7), so the next request chooses afresh;
-* a hedge started beside a slow attempt answered (``routing.hedging``) → the pin stays as it
-  is: a slow first token is no failure of the pinned connection;
+* a hedge started beside a slow attempt answered (``routing.hedging``), or the pinned
+  connection only refused with a short upstream hint that locked nothing for others (the
+  request went to an equivalent account for now) → the pin stays as it is: neither is a
+  failure of the pinned connection; only a lock on it (or another failure) moves the session;
 * otherwise (the client left, the request itself was refused) the pin stays as it is.
 
 Sessions are told apart per client key: one client's session id never steers another's.
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from resilience.domain.attribution import Effect
 from resilience.store import StateStore
 from routing.attempts import AttemptContext
 from routing.domain.affinity import OWNS_ORDERING, pin_hash, provider_candidates, with_first
@@ -116,8 +119,9 @@ async def _settle_one(
 ) -> None:
     provider, key_hash = choice.provider, choice.key_hash
     answered = _answered(context, provider)
-    if answered is not None and choice.pinned is not None and _by_hedge(context, answered):
-        return  # the pinned connection was only slow: the hedge keeps the pin where it is
+    if answered is not None and choice.pinned is not None and answered != choice.pinned:
+        if _by_hedge(context, answered) or _only_hinted(context, provider, choice.pinned):
+            return  # the pinned connection was only slow, or briefly rate-limited: it stays
     if answered is not None:
         await affinity_pin_answered(
             store=store, provider=provider, key_hash=key_hash, connection_id=answered,
@@ -146,6 +150,23 @@ def _by_hedge(context: AttemptContext, connection: int) -> bool:
         and hedge.connection.id == connection
         and any(t == hedge and outcome.ok for t, outcome in context.attempts)
     )
+
+
+def _only_hinted(context: AttemptContext, provider: str, connection: int) -> bool:
+    """Whether the connection was tried and only refused with a short upstream hint that
+    locked it for no other request (spec decision 23)."""
+    if any(_is(e.target, provider, connection) for e in context.exclusions):
+        return False
+    refused = [t for t, o in context.attempts if _is(t, provider, connection) and not o.ok]
+    for target in refused:
+        verdict = context.verdict(target)
+        if verdict is None or not verdict.hint_ms or verdict.effect is not Effect.COUNTED:
+            return False
+    return bool(refused)
+
+
+def _is(target: Target, provider: str, connection: int) -> bool:
+    return target.provider.slug == provider and target.connection.id == connection
 
 
 def _let_down(context: AttemptContext, provider: str, connection: int) -> bool:

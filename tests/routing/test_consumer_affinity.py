@@ -83,6 +83,20 @@ async def test_a_session_moves_when_its_connection_fails_and_stays_on_the_new_on
     assert await pinned_to(gateway.store, await key_id(), "s1") == b
 
 
+async def test_a_short_hint_sends_the_request_elsewhere_but_keeps_the_pin(
+    gateway: Gateway, abc: list[int]
+) -> None:
+    a, b, _ = abc
+    assert await served(gateway, "s1") == [a]
+    briefly = error(429, "slow down", "rate_limit_exceeded", {"retry-after": "2"})
+    gateway.fake.behaviours[KEYS[0]] = in_turn(briefly, OK)
+
+    assert await served(gateway, "s1") == [b]  # an equivalent account answered at once
+
+    assert await pinned_to(gateway.store, await key_id(), "s1") == a
+    assert await served(gateway, "s1") == [a]
+
+
 async def test_a_pinned_connection_cooling_down_is_skipped_and_the_session_moves(
     gateway: Gateway, abc: list[int]
 ) -> None:

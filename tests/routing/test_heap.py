@@ -2,7 +2,8 @@
 
 The chat consumer runs in this process over an upstream that streams a whole answer, on a store
 with the real clock, as a gateway process does. After a warm-up batch (caches, the snapshot,
-first-use imports, the bounded buffer of first-token samples) the heap that ``tracemalloc`` sees is measured, 500 streams go through, the
+first-use imports, the bounded buffer of first-token samples) the heap that ``tracemalloc``
+sees is measured, 500 streams go through, the
 background writes settle and a collection runs: the heap must be back within
 ``HEAP_GROWTH_BOUND_BYTES`` of its start. One small dict kept per stream (about 230 B) would add
 115 kB and fail it; what remains here is 15-20 kB (BENCHMARKS.md), mostly bounded caches such as
