@@ -232,6 +232,11 @@ class AttemptLoop:
         return any(not context.cannot_serve(target) for target, _ in tried)
 
     def _short_hint(self, target: Target, context: AttemptContext) -> bool:
+        """``target`` just refused with a short upstream hint, and the request may go to an
+        equivalent account for it (a managed request stays on its binding and waits the hint
+        out: its lease moves only when the binding becomes ineligible)."""
+        if context.lease is not None:
+            return False
         verdict = context.verdict(target)
         hint = verdict.hint_ms if verdict is not None else None
         return hint is not None and 0 < hint <= context.policy.max_retry_after_wait_ms
@@ -289,7 +294,8 @@ class AttemptLoop:
             others_left=bool(rest),
             remaining_seconds=context.remaining(),
             jitter=jitter(),
-            same_model_left=any(serves_same_model(target, other) for other in rest),
+            same_model_left=self._short_hint(target, context)
+            and any(serves_same_model(target, other) for other in rest),
         )
 
     async def attempt(

@@ -40,6 +40,7 @@ from tests.routing.harness import (
     chat,
     communicator,
     error,
+    in_turn,
     read_reply,
     send_body,
     unread,
@@ -175,6 +176,23 @@ async def test_the_client_s_own_mistake_keeps_the_lease_where_it_is(
     reply = await call(gateway, managed[1], lease_headers(OWNER, generation))
 
     assert reply.status == 400 and gateway.fake.calls == [PRIMARY]  # the backup is not asked
+    kept = await database_sync_to_async(lease_active)(owner_hash=hashed(OWNER))
+    assert kept is not None and kept.connection_id == primary
+
+
+async def test_a_short_hint_is_waited_out_on_the_binding_and_the_lease_stays(
+    gateway: Gateway, managed: tuple[int, str], both: tuple[int, int]
+) -> None:
+    primary, _ = both
+    generation = await database_sync_to_async(lease)(managed[0], primary)
+    briefly = error(429, "slow down", "rate_limit_exceeded", {"retry-after": "2"})
+    gateway.fake.behaviours[PRIMARY] = in_turn(briefly, OK)
+
+    reply = await call(gateway, managed[1], lease_headers(OWNER, generation))
+
+    # the backup serves the same model, but the lease moves only off an ineligible binding
+    assert (reply.status, reply.connection) == (200, primary)
+    assert gateway.fake.calls == [PRIMARY, PRIMARY]
     kept = await database_sync_to_async(lease_active)(owner_hash=hashed(OWNER))
     assert kept is not None and kept.connection_id == primary
 
