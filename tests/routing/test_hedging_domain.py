@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from resilience.domain.attempt_policy import AttemptPolicy
+from routing.attempts import AttemptContext
+from routing.domain.config import KeyInfo
 from routing.domain.hedging import (
     KEPT_SAMPLES,
     FirstTokenTimes,
@@ -16,8 +18,13 @@ from routing.domain.hedging import (
     percentile,
     recent,
 )
+from routing.domain.lease_routing import LeaseClaim
+from routing.domain.planning import RoutePlan
+from routing.hedging import Hedging
+from tests.routing.test_ordering import A, B
 
 NOW = 1_700_000_000.0
+KEY = KeyInfo(1, "client", "sk-omr-x", frozenset(), ("alpha/*",), frozenset(), True, None, None)
 DEFAULTS = AttemptPolicy()
 PAIR = ("acme", "m1")
 
@@ -159,3 +166,28 @@ def test_a_zero_share_never_hedges_and_models_are_apart() -> None:
     assert not budget.allows("b", 0, NOW)
     assert budget.allows("b", 10, NOW)
     assert budget.allows("a", 100, NOW)
+
+
+@pytest.mark.parametrize(
+    ("stream", "managed", "pinned", "rest", "hedged"),
+    [
+        (True, False, False, 1, True),
+        (False, False, False, 1, False),  # plain requests are never hedged
+        (True, True, False, 1, False),  # a managed key's request stays on its lease
+        (True, False, True, 1, False),  # pinned by previous_response_id
+        (True, False, False, 0, False),  # nothing to hedge to
+    ],
+)
+def test_which_requests_may_hedge(
+    stream: bool, managed: bool, pinned: bool, rest: int, hedged: bool
+) -> None:
+    first, second = A, B
+    context = AttemptContext(
+        "request", KEY, RoutePlan("alpha/m", "single", (first, second)), stream=stream
+    )
+    context.lease = LeaseClaim("owner", 1, KEY.id, first.connection.id) if managed else None
+    context.pinned = pinned
+
+    delay = Hedging().delay_ms(first, context, [second][:rest])
+
+    assert (delay is not None) is hedged
