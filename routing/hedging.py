@@ -55,7 +55,8 @@ from routing.domain.hedging import (
     HedgeBudget,
     PairKey,
     Sample,
-    hedge_delay_ms,
+    delay_from_learned,
+    learned_delay_ms,
     merge_samples,
 )
 from routing.domain.planning import Target
@@ -66,6 +67,7 @@ logger = logging.getLogger(__name__)
 HEDGE_NOTE = "hedge=1"
 ADMISSION_SECONDS = 0.25  # a hold not granted within this is a queue: no hedge
 SHARE_SECONDS = 5.0
+LEARNED_SECONDS = 1.0  # how long a learned delay is used before it is worked out again
 STORE_PREFIX = "first-token:"
 
 
@@ -92,6 +94,7 @@ class Hedging:
         self.times = FirstTokenTimes()
         self.budget = HedgeBudget()
         self._shared_at = 0.0
+        self._learned: dict[PairKey, tuple[float, int | None]] = {}  # (worked out at, delay)
         self._sharing: asyncio.Task[None] | None = None
 
     async def attempt(
@@ -111,11 +114,14 @@ class Hedging:
         first = self._start(loop, target, context, payload)
         racing = [first]
         try:
-            done, _ = await asyncio.wait({first.task}, timeout=delay_ms / 1000)
-            if not done:
-                hedge = await self._hedge(loop, context, payload, rest, first)
-                if hedge is not None:
-                    racing.append(hedge)
+            if await _done_within(first.task, delay_ms / 1000):  # the usual case: in time
+                first.settled = True
+                result = first.task.result()
+                self._answered(target, result)
+                return result
+            hedge = await self._hedge(loop, context, payload, rest, first)
+            if hedge is not None:
+                racing.append(hedge)
             return await self._race(racing, context)
         finally:
             await self._settle_losers(racing, context)
@@ -131,10 +137,20 @@ class Hedging:
             return None
         entry = context.snapshot.catalog_entry(target.provider.slug, target.model)
         now = self.clock()
-        times = self.times.times(_pair(target), now)
         self._share_soon(now)
         catalog_ms = entry.hedge_after_ms if entry is not None else None
-        return hedge_delay_ms(context.policy, catalog_ms, times)
+        return delay_from_learned(context.policy, catalog_ms, self._learned_ms(target, now))
+
+    def _learned_ms(self, target: Target, now: float) -> int | None:
+        """The pair's learned delay, worked out again at most once a second once there is one
+        (every streaming request asks for it; the samples change slowly)."""
+        key = _pair(target)
+        cached = self._learned.get(key)
+        if cached is not None and cached[1] is not None and now - cached[0] < LEARNED_SECONDS:
+            return cached[1]  # until a delay is learned, every new sample counts at once
+        learned = learned_delay_ms(self.times.times(key, now))
+        self._learned[key] = (now, learned)
+        return learned
 
     def _start(
         self,
@@ -367,3 +383,25 @@ async def stop_sharing(hedging: Hedging) -> None:
     if task is not None:
         with contextlib.suppress(Exception):
             await task
+
+
+async def _done_within(task: asyncio.Task[AttemptResult], seconds: float) -> bool:
+    """Whether ``task`` is done within ``seconds`` (it keeps running either way). Every
+    hedgeable stream waits here, so it is lighter than ``asyncio.wait``: one future, one
+    timer and one callback."""
+    if task.done():
+        return True
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake(_: object = None) -> None:
+        if not waiter.done():
+            waiter.set_result(None)
+
+    timer = asyncio.get_running_loop().call_later(seconds, wake)
+    task.add_done_callback(wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        task.remove_done_callback(wake)
+    return task.done()

@@ -72,11 +72,18 @@ def hedge_delay_ms(
     or ``None`` when it never does (see the module docstring). ``policy``: the request's (the
     combo's, or the global); ``catalog_ms``: the model's catalog entry's ``hedge_after_ms``
     (``None``: not set); ``times_ms``: the model's recent first-token times (:func:`recent`)."""
+    return delay_from_learned(policy, catalog_ms, learned_delay_ms(times_ms))
+
+
+def delay_from_learned(
+    policy: AttemptPolicy, catalog_ms: int | None, learned_ms: int | None
+) -> int | None:
+    """:func:`hedge_delay_ms` given the learned delay (:func:`learned_delay_ms`) instead of
+    the times it comes from."""
     if not policy.hedge_enabled or policy.hedge_after_ms == 0 or catalog_ms == 0:
         return None
-    learned = learned_delay_ms(times_ms)
-    if learned is not None:
-        return learned
+    if learned_ms is not None:
+        return learned_ms
     return catalog_ms if catalog_ms is not None else policy.hedge_after_ms
 
 
