@@ -14,6 +14,10 @@ silent upstream (the attempt's time-to-first-token limit bounds this phase). Aft
   timeout, ``attempts.streamIdleMs``), an in-band error event or the throughput watchdog raise
   :class:`StreamBroken`: the attempt failed after commit, and recovery decides what the client
   sees next.
+
+Before and after commit, one event larger than the gateway's limit on one event
+(``max_event_bytes``: ``OMNIROUTE_MAX_SSE_EVENT_BYTES``) fails the attempt like a plain answer
+over the body limit (a 502 ``upstream_response_too_large``); its bytes are never held past it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ FINISH_GRACE_SECONDS = 0.5
 DRAIN_SECONDS = 0.05
 ENDED_BEFORE_FIRST_TOKEN = "stream ended before the first token"
 SLOW_FIRST_TOKEN = "time to first token"
+EVENT_TOO_LARGE = "stream event too large"
+_TOO_LARGE = {
+    "message": "The upstream sent a stream event larger than the gateway's limit on one event.",
+    "type": "upstream_error",
+    "code": "upstream_response_too_large",
+}
+_TOO_LARGE_BODY = orjson.dumps({"error": _TOO_LARGE})
 Observed = tuple[SseEvent, Kind, dict[str, Any] | None]
 Transform = Callable[[SseEvent, Kind, dict[str, Any] | None], bytes | None]
 """Turns one observed event into the bytes the client gets (``None``: nothing)."""
@@ -75,12 +86,14 @@ class UpstreamStream:
         watchdog: ThroughputWatchdog | None = None,
         label: str = "",
         state: StreamState | None = None,
+        *,
+        max_event_bytes: int | None = None,
     ) -> None:
         self.state: StreamState = state if state is not None else ChatStream()
         self.head_events: list[Observed] = []
         self._chunks = chunks
         self._watchdog = watchdog
-        self._splitter = SseSplitter()
+        self._splitter = SseSplitter(max_event_bytes)
         self._first = first
         self._label = label
         self._done = False  # data: [DONE] seen
@@ -157,6 +170,8 @@ class UpstreamStream:
                 observed.append(item)
             if self._done or self._broken is not None:  # nothing after [DONE] or a failure
                 break
+        if self._splitter.overflowed and not self._done and self._broken is None:
+            self._broken = StreamBroken(OutcomeKind.HTTP_ERROR, EVENT_TOO_LARGE, _TOO_LARGE_BODY)
         if len(observed) == len(events) and self._splitter.empty and events:
             self._whole = b"".join(e.raw for e in events) if len(events) > 1 else events[0].raw
         return observed

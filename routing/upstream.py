@@ -298,7 +298,9 @@ async def _read(
             return _garbage(MALFORMED_STREAM, started), None
         watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
         state = endpoint.stream_state()
-        events = UpstreamStream(first.removeprefix(BOM), chunks, watchdog, label, state)
+        first = first.removeprefix(BOM)
+        limit = settings.MAX_SSE_EVENT_BYTES
+        events = UpstreamStream(first, chunks, watchdog, label, state, max_event_bytes=limit)
         broken: StreamBroken | None = None
         head = b""
         try:

@@ -4,10 +4,15 @@ regenerate-and-splice) or ended honestly, never duplicated (spec decision 22).""
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import openai
@@ -16,9 +21,11 @@ import pytest
 
 from routing.fakeupstream import FakeUpstream
 from routing.fakeupstream.wire import content
-from tests.e2e.conftest import Gateway, Route, make_route, records
+from tests.conftest import free_port
+from tests.e2e.conftest import ROOT, Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e
+T = TypeVar("T")
 
 CHUNKS, SIZE = 12, 8
 WHOLE = content(CHUNKS * SIZE)  # what every healthy target of these tests answers
@@ -179,6 +186,80 @@ def test_a_regeneration_that_differs_ends_with_an_error_event_and_no_done(
 
 
 # --- upstream quirks --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_elsewhere() -> Iterator[str]:
+    """The URL of another fake upstream, in a process of its own: the huge answers it writes
+    take no time from this process's clients, whose requests are timed."""
+    port = free_port()
+    serve = "import asyncio, sys; from routing.fakeupstream import FakeUpstream; "
+    serve += "asyncio.run(FakeUpstream(port=int(sys.argv[1]), record=False).serve_forever())"
+    process = subprocess.Popen([sys.executable, "-c", serve, str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{url}/_fake/stats", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_one_huge_event_fails_the_attempt_fast_and_stalls_no_other_client(
+    gateway: Gateway, fake: FakeUpstream, fake_elsewhere: str
+) -> None:
+    huge = urlencode({**SHAPE, "big_event_bytes": 24 * 1024 * 1024})  # one 24 MiB event first
+    other = make_route(gateway, fake, SHAPE)
+    slowest: list[float] = []
+    for _ in range(3):  # a busy machine can delay one request; a blocked gateway delays each
+        elsewhere = [{"base_url": f"{fake_elsewhere}/s/{huge}/v1"}]  # the first connection's
+        route = make_route(gateway, fake, SHAPE, SHAPE, connection_fields=elsewhere)
+        started = time.monotonic()
+        stream = functools.partial(raw_stream, gateway, route)
+        response, plain = alongside(gateway, other, stream)
+        ended = time.monotonic()
+
+        meanwhile = [end - start for start, end in plain if start < ended and end > started]
+        slowest.append(max(meanwhile))
+        assert ended - started < 3, (ended - started, slowest)  # the attempts failed fast
+        assert f"connection={route.connections[1]}" in response.headers["x-omniroute-decision"]
+        assert sse_text(response) == WHOLE and "padding" not in response.text
+        if slowest[-1] < 0.1:
+            return
+    raise AssertionError(f"a plain request took {slowest} s while a huge event was read")
+
+
+def alongside(
+    gateway: Gateway, route: Route, work: Callable[[], T]
+) -> tuple[T, list[tuple[float, float]]]:
+    """What ``work`` returns, and when each plain request another client made through the
+    gateway meanwhile started and ended (``time.monotonic``)."""
+    body = {"model": route.model(), "messages": [{"role": "user", "content": "x"}]}
+    times: list[tuple[float, float]] = []
+    warm, done = threading.Event(), threading.Event()
+
+    def ask() -> None:
+        with gateway.client(route.key) as client:
+            assert client.post("/chat/completions", json=body).status_code == 200
+            warm.set()
+            while not done.is_set():
+                started = time.monotonic()
+                assert client.post("/chat/completions", json=body).status_code == 200
+                times.append((started, time.monotonic()))
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        assert warm.wait(10)
+        return work(), times
+    finally:
+        done.set()
+        asker.join()
 
 
 def test_a_malformed_event_is_dropped_and_the_text_arrives_whole(

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from routing.domain.outcomes import OutcomeKind
-from routing.streams import StreamBroken, UpstreamStream
+from routing.streams import EVENT_TOO_LARGE, StreamBroken, UpstreamStream
 
 TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'
 FINISH = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'
@@ -79,3 +79,37 @@ async def test_an_in_band_error_after_text_relays_the_text_first() -> None:
 
     assert parts == [TOKEN] and broken.value.kind is OutcomeKind.HTTP_ERROR
     assert b"overloaded" in broken.value.body
+
+
+# --- one event over the limit -----------------------------------------------------------------
+
+
+async def test_an_event_over_the_limit_before_the_first_token_fails_the_attempt() -> None:
+    huge = b'data: {"padding": "' + b"x" * 4096 + b'"}\n\n'
+    stream = UpstreamStream(
+        huge[:1000], body(huge[1000:3000], huge[3000:], TOKEN), max_event_bytes=2048
+    )
+
+    with pytest.raises(StreamBroken) as broken:
+        await stream.head()
+
+    assert broken.value.kind is OutcomeKind.HTTP_ERROR and broken.value.detail == EVENT_TOO_LARGE
+    assert orjson.loads(broken.value.body)["error"]["code"] == "upstream_response_too_large"
+    assert broken.value.outcome().status == 502
+
+
+async def test_an_event_over_the_limit_after_commit_breaks_the_stream_after_what_came_first() -> (
+    None
+):
+    huge = b'data: {"padding": "' + b"x" * 4096 + b'"}\n\n'
+    stream = UpstreamStream(
+        TOKEN, body(TOKEN + huge[:100], huge[100:], FINISH, DONE), max_event_bytes=2048
+    )
+    await stream.head()
+    parts: list[bytes] = []
+
+    with pytest.raises(StreamBroken) as broken:
+        async for part in stream.relay():
+            parts.append(part)
+
+    assert parts == [TOKEN] and broken.value.detail == EVENT_TOO_LARGE
