@@ -50,12 +50,21 @@ def stream_text(gateway: Gateway, route: Route, **extra: Any) -> tuple[str, list
     return text, chunks
 
 
-def raw_stream(gateway: Gateway, route: Route, **headers: str) -> httpx.Response:
+def raw_stream(
+    gateway: Gateway, route: Route, headers: dict[str, str] | None = None, within: float = 30
+) -> httpx.Response:
+    """The whole streamed answer, which must end ``within`` seconds (keep-alives that keep
+    every read short do not make it last longer)."""
     body = {"model": route.model(), "stream": True, "messages": [{"role": "user", "content": "x"}]}
-    with gateway.client(route.key, timeout=30) as client:
-        response = client.post("/chat/completions", json=body, headers=headers)
-        response.read()
-        return response
+    ends = time.monotonic() + within
+    with gateway.client(route.key, timeout=within) as client:
+        parts = []
+        with client.stream("POST", "/chat/completions", json=body, headers=headers) as response:
+            for part in response.iter_bytes():
+                parts.append(part)
+                assert time.monotonic() < ends, f"the stream went on past {within} s"
+        content = b"".join(parts)
+        return httpx.Response(response.status_code, headers=response.headers, content=content)
 
 
 def sse_text(response: httpx.Response) -> str:
@@ -130,7 +139,7 @@ def test_three_silent_targets_and_a_ten_second_deadline_answer_504_in_time(
     catalog(gateway, route, time_to_first_token_ms=600_000, stream_idle_ms=600_000)
     started = time.monotonic()
 
-    response = raw_stream(gateway, route, **{"x-omniroute-deadline-ms": "10000"})
+    response = raw_stream(gateway, route, {"x-omniroute-deadline-ms": "10000"})
 
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "request_deadline_exceeded"
@@ -182,6 +191,33 @@ def test_a_regeneration_that_differs_ends_with_an_error_event_and_no_done(
     assert orjson.loads(last.removeprefix("data: "))["error"]["code"] == (
         "upstream_stream_interrupted"
     )
+    assert "[DONE]" not in response.text
+
+
+# --- after commit: idle, and the client's deadline ---------------------------------------------
+
+TRICKLE = {**SHAPE, "stall": "mid", "mid_at": 1, "heartbeat_ms": 200}  # a token, then pings
+
+
+def in_band_error(response: httpx.Response) -> dict[str, Any]:
+    last = response.text.strip().splitlines()[-1]
+    return dict(orjson.loads(last.removeprefix("data: "))["error"])
+
+
+def test_a_committed_stream_sending_only_comments_ends_at_its_idle_limit(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, TRICKLE)
+    catalog(gateway, route, stream_idle_ms=1000)
+    started = time.monotonic()
+
+    with resilience(gateway, {"streamRecovery": {"continueMidStream": False}}):
+        response = raw_stream(gateway, route, within=5)
+
+    assert 1 <= time.monotonic() - started < 2.5
+    assert sse_text(response) == WHOLE[:SIZE] and ": ping" in response.text
+    error = in_band_error(response)
+    assert error["code"] == "upstream_stream_interrupted" and "stream idle" in error["message"]
     assert "[DONE]" not in response.text
 
 
