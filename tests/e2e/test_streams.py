@@ -221,6 +221,42 @@ def test_a_committed_stream_sending_only_comments_ends_at_its_idle_limit(
     assert "[DONE]" not in response.text
 
 
+def test_a_client_deadline_ends_a_committed_stream_in_band(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    # 2 s rather than 10 s, ended by 3 s rather than 11 s: the same rule, sooner
+    route = make_route(gateway, fake, TRICKLE)
+    catalog(gateway, route, stream_idle_ms=600_000)  # only the client's deadline can end it
+    started = time.monotonic()
+
+    response = raw_stream(gateway, route, {"x-omniroute-deadline-ms": "2000"}, within=6)
+
+    assert time.monotonic() - started < 3
+    assert response.status_code == 200 and sse_text(response) == WHOLE[:SIZE]
+    assert in_band_error(response)["code"] == "request_deadline_exceeded"
+    assert "[DONE]" not in response.text
+
+
+LONG = {"chunks": 16, "chunk_size": SIZE, "chunk_interval_ms": 250}  # about 4 s
+
+
+@pytest.mark.parametrize(
+    "first", [LONG, {**LONG, "cut": "mid", "mid_at": 8}], ids=["healthy", "cut-after-2s"]
+)
+def test_the_default_deadline_never_cuts_a_committed_stream(
+    gateway: Gateway, fake: FakeUpstream, first: dict[str, Any]
+) -> None:
+    # the default deadline at 1 s, a stream of 4 s: healthy, or cut after 2 s and finished on
+    # the next target
+    route = make_route(gateway, fake, first, LONG)
+
+    with resilience(gateway, {"attempts": {"deadlineMs": 1000}}):
+        response = raw_stream(gateway, route, within=15)
+
+    assert sse_text(response) == content(16 * SIZE)
+    assert response.text.rstrip().endswith("data: [DONE]") and "error" not in response.text
+
+
 # --- upstream quirks --------------------------------------------------------------------------
 
 
