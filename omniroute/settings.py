@@ -168,6 +168,8 @@ CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
 MAX_UPSTREAM_BODY_BYTES = env_int(
     "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES", 32 * 1024 * 1024, minimum=1024
 )
+# One server-sent event of an upstream stream larger than this is a failed attempt.
+MAX_SSE_EVENT_BYTES = env_int("OMNIROUTE_MAX_SSE_EVENT_BYTES", 4 * 1024 * 1024, minimum=1024)
 # The model that serves a request once every target has failed, per wire format:
 # "openai=provider/model,anthropic=provider/model" (either part optional). The admin's feature
 # flags override it at runtime.

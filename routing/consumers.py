@@ -10,12 +10,13 @@ request at once.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from django.utils import timezone
 
-from resilience.domain.attempt_policy import AttemptPolicy, deadline_ms
+from resilience.domain.attempt_policy import client_deadline_ms, deadline_ms
 from resilience.services.housekeeping import resilience_ready
 from resilience.store import StateStore
 from routing import attempts, context_relay
@@ -81,6 +82,7 @@ class RelayConsumer(ProxyConsumer):
             self.endpoint = endpoint
         self.requested_model = "-"
         self.context: AttemptContext | None = None  # the access log reads its attempts
+        self.client_deadline_at = math.inf  # ``attempts.now()``; X-OmniRoute-Deadline-Ms
 
     def model_label(self) -> str:
         return self.requested_model
@@ -108,7 +110,7 @@ class RelayConsumer(ProxyConsumer):
             pinned=request.previous_response_id is not None,
         )  # fmt: skip
         self.context = context
-        context.deadline_at = attempts.now() + self._deadline_ms(context.policy) / 1000
+        self._set_deadlines(context)
         if claim is not None:  # managed keys' one database read, before anything is held
             await lease_bind(context, claim, timezone.now())
         await order_targets(context, self.store, request.payload, self.scope["headers"])
@@ -126,12 +128,17 @@ class RelayConsumer(ProxyConsumer):
                 if done is not None:
                     await done
 
-    def _deadline_ms(self, policy: AttemptPolicy) -> int:
+    def _set_deadlines(self, context: AttemptContext) -> None:
+        """The request's deadline until its answer begins, and the client's own (if it set
+        one), which alone bounds a stream after its first token."""
         header = next((v for k, v in self.scope["headers"] if k == DEADLINE_HEADER), None)
         try:
-            return deadline_ms(policy, header)
+            until_answer, client = deadline_ms(context.policy, header), client_deadline_ms(header)
         except ValueError as error:
             raise GatewayError(400, "invalid_deadline", str(error)) from error
+        now = attempts.now()
+        context.deadline_at = now + until_answer / 1000
+        self.client_deadline_at = math.inf if client is None else now + client / 1000
 
     def _forwarded(self) -> Forwarded:
         passed = self.endpoint.passed_headers
@@ -202,7 +209,9 @@ class RelayConsumer(ProxyConsumer):
                 await self._pin(response_id(reply.body), target)
             return
         client = (self._send_part, self._end)
-        relay = StreamRelay(loop, context, request.payload, client, target, reply)
+        relay = StreamRelay(
+            loop, context, request.payload, client, target, reply, self.client_deadline_at
+        )
         try:
             if not self.started:
                 await self.send_headers(status=reply.status, headers=headers)

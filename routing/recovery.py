@@ -14,11 +14,20 @@ before the answer finished, the broken attempt is recorded as a failure and the 
    carried a tool call or several choices, or more text than the gateway keeps for this:
    ``RECOVERY_TEXT_MAX_CHARS``), the stream ends with an in-band error event carrying
    the original failure, and no ``[DONE]``.
+
+Each remaining target is asked at most once, each attempt bounded by its time-to-first-token and
+idle limits. From commit on, the request's default deadline (``attempts.deadlineMs``) no longer
+applies: a long healthy answer is never cut. A deadline the client set
+(``X-OmniRoute-Deadline-Ms``) does: when it passes, the stream ends with an in-band
+``request_deadline_exceeded`` error and no ``[DONE]``, and the segment being relayed is
+recorded as when the client leaves (the upstream was answering), never as its failure.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -28,8 +37,9 @@ import httpx
 from routing.attempts import AttemptContext, AttemptLoop
 from routing.domain.planning import Target
 from routing.domain.sse import SseEvent
-from routing.domain.stream_state import Kind, NotSpliceable, SentText, Splicing
+from routing.domain.stream_state import Kind, NotSpliceable, SentText, Splicing, StreamState
 from routing.domain.vocabulary import Prefill
+from routing.stream_clock import ClientDeadline
 from routing.streams import StreamBroken, Transform, UpstreamStream, forward
 from routing.transport_errors import classify_transport_error, describe_transport_error
 from routing.upstream import UpstreamReply
@@ -37,6 +47,7 @@ from routing.upstream import UpstreamReply
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "upstream_stream_interrupted"
+DEADLINE_EXCEEDED = "request_deadline_exceeded"
 Send = Callable[[bytes], Awaitable[None]]
 Finish = Callable[[], Awaitable[None]]
 
@@ -122,8 +133,10 @@ class StreamRelay:
         client: tuple[Send, Finish],
         target: Target,
         reply: UpstreamReply,
+        deadline_at: float = math.inf,
     ) -> None:
         self.loop, self.context, self.payload = loop, context, payload
+        self.deadline_at = deadline_at  # the client's (``attempts.now()``), else none
         self.send, self.finish = client
         self.told: list[str] = []  # the assistant text the client has
         self.envelope: dict[str, Any] | None = None  # id, model... of the first stream
@@ -139,7 +152,9 @@ class StreamRelay:
         transform: Transform = forward
         candidates: Iterator[Target] | None = None
         first_failure: StreamBroken | None = None
+        client_deadline = self._commit()
         while True:
+            stream.clock.deadline_at = client_deadline
             try:
                 async for part in stream.relay(transform):
                     await self.send(part)
@@ -147,6 +162,10 @@ class StreamRelay:
                 await stream.drain()  # so that the pooled connection is reused
                 await self.settle()
                 return
+            except ClientDeadline:  # the client's limit, not the upstream's failure
+                self.context.deadline_hit = True
+                await self.settle()
+                break
             except StreamBroken as broken:
                 failure: StreamBroken | None = broken
             except (httpx.TransportError, aiohttp.ClientError) as exc:
@@ -173,8 +192,17 @@ class StreamRelay:
             target, reply, transform = found
             stream = reply.stream
             assert stream is not None
-        await self.send(self._error(first_failure))
+        await self.send(
+            self._deadline_error() if self.context.deadline_hit else self._error(first_failure)
+        )
         await self.finish()
+
+    def _commit(self) -> float | None:
+        """From the first token on only the client's deadline bounds the request; when it set
+        one, its ``time.monotonic()`` equivalent for the streams' clocks."""
+        self.context.deadline_at, self.context.deadline_hit = self.deadline_at, False
+        remaining = self.context.remaining()
+        return None if math.isinf(remaining) else time.monotonic() + remaining
 
     async def settle(self) -> None:
         """Record the current segment's attempt as a success, if nothing recorded it yet (also
@@ -269,6 +297,17 @@ class StreamRelay:
             f"The upstream stream broke after the answer began ({detail}), "
             "and no target could finish it."
         )
+        return self._first_state.error_event(message, INTERRUPTED)  # in the client API's shape
+
+    def _deadline_error(self) -> bytes:
+        message = (
+            "The deadline the client set (X-OmniRoute-Deadline-Ms) ran out while the answer "
+            "was streamed."
+        )
+        return self._first_state.error_event(message, DEADLINE_EXCEEDED)
+
+    @property
+    def _first_state(self) -> StreamState:
         first = self._first[1].stream
         assert first is not None
-        return first.state.error_event(message, INTERRUPTED)  # in the client API's own shape
+        return first.state

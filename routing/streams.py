@@ -10,10 +10,18 @@ silent upstream (the attempt's time-to-first-token limit bounds this phase). Aft
   ``message_stop``) ends the client's stream at once with the gateway's own; one that stays open
   after the finish and the usage block (or ``FINISH_GRACE_SECONDS`` after the finish) is ended
   the same way;
-* a body that ends before the answer finished, a reset, an idle stall (the transport's read
-  timeout, ``attempts.streamIdleMs``), an in-band error event or the throughput watchdog raise
-  :class:`StreamBroken`: the attempt failed after commit, and recovery decides what the client
-  sees next.
+* a body that ends before the answer finished, a reset, an idle stall, an in-band error event
+  or the throughput watchdog raise :class:`StreamBroken`: the attempt failed after commit, and
+  recovery decides what the client sees next. The stream is idle once it has sent nothing that
+  changes the answer (text, reasoning or tool-call deltas, a refusal, a finish, usage) for
+  ``idle_seconds`` (``attempts.streamIdleMs``): comments, pings and empty deltas do not count
+  (:class:`routing.stream_clock.StreamClock`);
+* once the deadline the client set passes (``clock.deadline_at``, set by the relay) the read
+  ends with :class:`routing.stream_clock.ClientDeadline`: not the upstream's failure.
+
+Before and after commit, one event larger than the gateway's limit on one event
+(``max_event_bytes``: ``OMNIROUTE_MAX_SSE_EVENT_BYTES``) fails the attempt like a plain answer
+over the body limit (a 502 ``upstream_response_too_large``); its bytes are never held past it.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ from routing.domain.outcomes import Outcome, OutcomeKind
 from routing.domain.sse import SseEvent, SseSplitter
 from routing.domain.stream_state import Kind, StreamState
 from routing.domain.throughput import THROUGHPUT_TOO_LOW, ThroughputWatchdog, useful_bytes
+from routing.stream_clock import IdleLimit, StreamClock
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +50,16 @@ FINISH_GRACE_SECONDS = 0.5
 DRAIN_SECONDS = 0.05
 ENDED_BEFORE_FIRST_TOKEN = "stream ended before the first token"
 SLOW_FIRST_TOKEN = "time to first token"
+EVENT_TOO_LARGE = "stream event too large"
+STREAM_IDLE = "stream idle"
+# What changes the answer, and so restarts the idle limit (as does a finish: ``state.finished``).
+_ANSWERING = frozenset({Kind.TOKEN, Kind.USAGE, Kind.DONE})
+_TOO_LARGE = {
+    "message": "The upstream sent a stream event larger than the gateway's limit on one event.",
+    "type": "upstream_error",
+    "code": "upstream_response_too_large",
+}
+_TOO_LARGE_BODY = orjson.dumps({"error": _TOO_LARGE})
 Observed = tuple[SseEvent, Kind, dict[str, Any] | None]
 Transform = Callable[[SseEvent, Kind, dict[str, Any] | None], bytes | None]
 """Turns one observed event into the bytes the client gets (``None``: nothing)."""
@@ -75,17 +94,22 @@ class UpstreamStream:
         watchdog: ThroughputWatchdog | None = None,
         label: str = "",
         state: StreamState | None = None,
+        *,
+        max_event_bytes: int | None = None,
+        idle_seconds: float | None = None,
     ) -> None:
         self.state: StreamState = state if state is not None else ChatStream()
+        self.clock = StreamClock(idle_seconds)  # bounds the reads after commit
         self.head_events: list[Observed] = []
         self._chunks = chunks
         self._watchdog = watchdog
-        self._splitter = SseSplitter()
+        self._splitter = SseSplitter(max_event_bytes)
         self._first = first
         self._label = label
         self._done = False  # data: [DONE] seen
         self._broken: StreamBroken | None = None  # raised once what preceded it is relayed
         self._eof = False  # the body ended
+        self._committed = False  # relaying: the clock bounds the reads
         self._whole: bytes | None = None
 
     async def head(self) -> bytes:
@@ -106,6 +130,7 @@ class UpstreamStream:
     async def relay(self, transform: Transform = forward) -> AsyncIterator[bytes]:
         """The rest of the stream as client bytes, ending with ``[DONE]``; raises
         :class:`StreamBroken` when the upstream breaks before the answer finished."""
+        self._committed = True
         while not self._done:
             batch = await self._read(grace=self.state.finished)
             if batch is None:
@@ -151,26 +176,36 @@ class UpstreamStream:
             chunk = read
         events = self._splitter.feed(chunk)
         observed: list[Observed] = []
+        finished, answered = self.state.finished, False
         for event in events:
             item = self._observe(event)
             if item is not None:
                 observed.append(item)
+                answered = answered or item[1] in _ANSWERING
             if self._done or self._broken is not None:  # nothing after [DONE] or a failure
                 break
+        if answered or self.state.finished is not finished:
+            self.clock.answered()
+        if self._splitter.overflowed and not self._done and self._broken is None:
+            self._broken = StreamBroken(OutcomeKind.HTTP_ERROR, EVENT_TOO_LARGE, _TOO_LARGE_BODY)
         if len(observed) == len(events) and self._splitter.empty and events:
             self._whole = b"".join(e.raw for e in events) if len(events) > 1 else events[0].raw
         return observed
 
     async def _next_chunk(self, grace: bool) -> bytes | None:
         try:
-            if not grace:
-                return await anext(self._chunks)
-            async with asyncio.timeout(FINISH_GRACE_SECONDS):  # finished: only usage and
-                return await anext(self._chunks)  # [DONE] can follow
+            if grace:
+                async with asyncio.timeout(FINISH_GRACE_SECONDS):  # finished: only usage and
+                    return await anext(self._chunks)  # [DONE] can follow
+            if self._committed:
+                return await self.clock.read(self._chunks)
+            return await anext(self._chunks)
         except StopAsyncIteration:
             return None
         except TimeoutError:  # only the grace timer: the transport's own are httpx errors
             return None
+        except IdleLimit:
+            raise StreamBroken(OutcomeKind.TIMEOUT, STREAM_IDLE) from None
         except (httpx.TransportError, aiohttp.ClientError):
             if grace:  # the answer had finished: a reset instead of [DONE] ends it
                 return None

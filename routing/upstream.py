@@ -13,9 +13,11 @@ labelled JSON/HTML or whose first bytes do not start like server-sent events.
 A stream is read up to its first token before the attempt counts as answered
 (``routing.streams``): a stream that breaks, stalls or says nothing before then is a failed
 attempt the loop can still fail over from. ``attempts.streamIdleMs`` is the transport's read
-timeout; a pooled connection whose answer was not read to its end is closed, never reused.
-A transport failure's outcome names what happened (``routing.transport_errors``): a reset, a
-refused connection, a failed DNS lookup, a connect or a read timeout.
+timeout, and after commit also the longest a stream may go without an event that changes the
+answer (``routing.stream_clock``); a pooled connection whose answer was not read to its end is
+closed, never reused. A transport failure's outcome names what happened
+(``routing.transport_errors``): a reset, a refused connection, a failed DNS lookup, a connect
+or a read timeout.
 """
 
 from __future__ import annotations
@@ -99,10 +101,11 @@ def build_transport(proxy_url: str = "") -> httpx.AsyncBaseTransport:
 
 @dataclass(frozen=True, slots=True)
 class AttemptLimits:
-    """One attempt's limits: the transport's idle (read) timeout and the stream watchdog. The
+    """One attempt's limits: the transport's idle (read) timeout, which after commit also
+    bounds the time without an event that changes the answer, and the stream watchdog. The
     time-to-first-token limit is the attempt loop's: it bounds the whole pre-commit phase."""
 
-    idle_seconds: float | None = None  # None: ``OMNIROUTE_UPSTREAM_READ_TIMEOUT``
+    idle_seconds: float | None = None  # None: ``OMNIROUTE_UPSTREAM_READ_TIMEOUT`` (bytes only)
     watchdog: WatchdogSettings | None = None  # only when enabled
     headers_seconds: float | None = None  # the local queue's execution limit (decision 10)
 
@@ -125,6 +128,8 @@ class UpstreamReply:
 
     async def aclose(self) -> None:
         try:
+            if self.stream is not None:
+                self.stream.clock.stop()
             if self.response is not None:
                 await self.response.aclose()
         finally:
@@ -298,7 +303,11 @@ async def _read(
             return _garbage(MALFORMED_STREAM, started), None
         watchdog = ThroughputWatchdog(limits.watchdog) if limits.watchdog else None
         state = endpoint.stream_state()
-        events = UpstreamStream(first.removeprefix(BOM), chunks, watchdog, label, state)
+        first = first.removeprefix(BOM)
+        idle, most = limits.idle_seconds, settings.MAX_SSE_EVENT_BYTES
+        events = UpstreamStream(
+            first, chunks, watchdog, label, state, max_event_bytes=most, idle_seconds=idle
+        )
         broken: StreamBroken | None = None
         head = b""
         try:

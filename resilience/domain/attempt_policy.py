@@ -19,7 +19,10 @@ After a failure the loop either **retries** the same target (after a wait), move
 * anything else another target may answer (context length, an account refusal): the next
   target, no retry.
 
-Every wait must end inside the request's deadline; one that would not is skipped.
+Every wait must end inside the request's deadline; one that would not is skipped. The
+deadline (``attempts.deadlineMs``, or the client's lower ``X-OmniRoute-Deadline-Ms``) bounds the
+request until its answer begins; after a stream's first token only a deadline the client set
+still ends it.
 
 Two stream timeouts belong to the same section: ``time_to_first_token_ms`` bounds the wait for
 a stream's first event, ``stream_idle_ms`` the silence between two chunks of a stream.
@@ -118,11 +121,20 @@ def decide(
 
 
 def deadline_ms(policy: AttemptPolicy, header: bytes | None) -> int:
-    """The request's deadline: ``attempts.deadlineMs``, lowered (never raised) by the client's
-    ``X-OmniRoute-Deadline-Ms``. ``ValueError`` for a header that is not a positive integer."""
+    """The request's deadline until its answer begins: ``attempts.deadlineMs``, lowered (never
+    raised) by the client's ``X-OmniRoute-Deadline-Ms``. ``ValueError`` for a header that is
+    not a positive integer."""
+    client = client_deadline_ms(header)
+    return policy.deadline_ms if client is None else min(client, policy.deadline_ms)
+
+
+def client_deadline_ms(header: bytes | None) -> int | None:
+    """The deadline the client set (``X-OmniRoute-Deadline-Ms``), if it set one: once its
+    answer began streaming, the only one left (a long healthy answer is never cut by the
+    default). ``ValueError`` for a header that is not a positive integer."""
     if header is None:
-        return policy.deadline_ms
+        return None
     text = header.decode("latin-1").strip()
     if not text.isdigit() or int(text) <= 0:
         raise ValueError(f"{DEADLINE_HEADER} must be a positive integer of milliseconds")
-    return min(int(text), policy.deadline_ms)
+    return int(text)

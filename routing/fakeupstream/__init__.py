@@ -32,11 +32,12 @@ Endpoints
 ``GET /_fake/stats``           ``{"chat": n, "failed": m, "connections": c}``: answers so far
                                (chat, responses and messages all count as ``chat``); how many
                                were not a plain success (non-2xx, ``body``, reset, stall, cut,
-                               ``malformed_at``, ``done`` other than ``yes``, a refused prefill
-                               or too many tools); and how many distinct TCP connections carried
-                               them (distinct client ``(host, port)`` peers: a pooled connection
-                               reused for several requests counts once). Counted since the last
-                               reset, even with ``record=False``.
+                               ``malformed_at``, ``big_event_bytes``, ``done`` other than
+                               ``yes``, a refused prefill or too many tools); and how many
+                               distinct TCP connections carried them (distinct client
+                               ``(host, port)`` peers: a pooled connection reused for several
+                               requests counts once). Counted since the last reset, even with
+                               ``record=False``.
 
 Knobs
 -----
@@ -74,6 +75,11 @@ Knobs
                        k (a value at or above the number of chunks: before the finish event);
                        the rest of the stream is normal. Not written if a ``mid`` action comes
                        first. Streams only.
+``big_event_bytes``    int >= 0, unset by default: write one event of that many bytes (at least
+                       its 23-byte frame) after the head events, before the first content
+                       chunk: ``data: {"padding": "xxx..."}`` and a blank line, a JSON object
+                       carrying no text (e.g. ``big_event_bytes=25165824``: one 24 MiB event).
+                       The rest of the stream is as the other knobs say. Streams only.
 ``done``               ``yes`` (default) ends a stream with ``data: [DONE]``; ``close`` omits it
                        and ends the body normally after the finish (and usage) events; ``hang``
                        omits it and keeps the connection open without writing, up to the stall
@@ -98,13 +104,13 @@ Knobs
                        the whole text, as without a prefill. JSON answers follow the same rules.
 ``error_rate``         float 0..1, unset by default: the failure that the other knobs describe
                        (status, body, retry_after, headers, reset, stall, cut, malformed_at,
-                       done) then applies only with that probability; otherwise the answer is a
-                       normal 200 of the same shape (latency, chunking, ``mid_at``,
-                       ``heartbeat_ms``, ``reasoning``, ``text`` and ``prefill`` kept). ``1``
-                       always fails, ``0`` never. Draws come from one ``random.Random(seed)``
-                       per server (``FakeUpstream(seed=...)``, ``manage.py fakeupstream
-                       --seed``), so a sequential run is repeatable; e.g.
-                       ``base_url(status=503, error_rate=0.05)``, or a random hinted 429:
+                       big_event_bytes, done) then applies only with that probability;
+                       otherwise the answer is a normal 200 of the same shape (latency,
+                       chunking, ``mid_at``, ``heartbeat_ms``, ``reasoning``, ``text`` and
+                       ``prefill`` kept). ``1`` always fails, ``0`` never. Draws come from
+                       one ``random.Random(seed)`` per server (``FakeUpstream(seed=...)``,
+                       ``manage.py fakeupstream --seed``), so a sequential run is repeatable;
+                       e.g. ``base_url(status=503, error_rate=0.05)``, or a random hinted 429:
                        ``base_url(status=429, retry_after=1, error_rate=0.04)`` (the header
                        only on the drawn 429s).
 ``max_tools``          int >= 0, unset by default: a request whose ``tools`` list has more
@@ -112,9 +118,9 @@ Knobs
                        shape) with the message ``too many tools: this model supports at most N
                        tools (max N), got C``; counted as failed. Kept by a passing
                        ``error_rate`` draw (it is what the model can do, like ``prefill``).
-``reset``/``stall``/``cut``/``mid_at``/``malformed_at``/``error_rate``/``max_tools`` accept
-``none`` (or empty) to switch off a lower-precedence value; ``done``/``text``/``prefill`` take
-it as their default.
+``reset``/``stall``/``cut``/``mid_at``/``malformed_at``/``big_event_bytes``/``error_rate``/
+``max_tools`` accept ``none`` (or empty) to switch off a lower-precedence value;
+``done``/``text``/``prefill`` take it as their default.
 Order: ``latency_ms``, then ``reset=before``, ``stall=before``, then status/body, then a
 refused prefill, then too many tools, then the answer; for ``mid``, ``reset`` wins over
 ``stall`` over ``cut``.

@@ -191,7 +191,13 @@ class Answerer:
         upto = mid_point(b, len(events.content))
         malformed = None if b.malformed_at is None else min(b.malformed_at, len(events.content))
         content = events.content[:upto]
-        await self._send(resp, rec, events.head, content, ids, (malformed, dialect.malformed))
+        head = events.head
+        if b.big_event_bytes is not None:  # written as it is (no id to swap in), never copied
+            if head:
+                await resp.write(b"".join(head).replace(*ids))
+            await resp.write(wire.big_event(b.big_event_bytes))
+            head = ()
+        await self._send(resp, rec, head, content, ids, (malformed, dialect.malformed))
         if b.mid:
             return await self._midway(request, resp, rec)
         tail = (*events.tail, dialect.done_line) if b.done == "yes" else events.tail

@@ -36,6 +36,7 @@ class Behaviour:
     cut: Literal["mid"] | None = None
     mid_at: int | None = None
     malformed_at: int | None = None
+    big_event_bytes: int | None = None
     done: Literal["yes", "close", "hang"] = "yes"
     heartbeat_ms: float = 0.0
     reasoning: bool = False
@@ -51,8 +52,9 @@ class Behaviour:
             raise ValueError(f"error_rate must be within 0..1, got {self.error_rate}")
         if min(self.latency_ms, self.chunk_interval_ms, self.chunks) < 0 or self.chunk_size < 1:
             raise ValueError("need latency_ms, chunk_interval_ms, chunks >= 0, chunk_size >= 1")
-        if min(self.mid_at or 0, self.malformed_at or 0, self.max_tools or 0) < 0:
-            raise ValueError("need mid_at, malformed_at, max_tools >= 0")
+        counts = (self.mid_at, self.malformed_at, self.big_event_bytes, self.max_tools)
+        if min(count or 0 for count in counts) < 0:
+            raise ValueError("need mid_at, malformed_at, big_event_bytes, max_tools >= 0")
         if self.heartbeat_ms < 0:
             raise ValueError("need heartbeat_ms >= 0")
 
@@ -71,9 +73,10 @@ class Behaviour:
     @property
     def fails(self) -> bool:
         """True when the answer is not a plain success: non-2xx, own body, reset, stall, cut,
-        a malformed event or a stream without ``[DONE]``."""
+        a malformed or oversized event or a stream without ``[DONE]``."""
         abnormal = self.body is not None or not 200 <= self.status < 300
-        broken = self.malformed_at is not None or self.done != "yes"
+        odd_event = self.malformed_at is not None or self.big_event_bytes is not None
+        broken = odd_event or self.done != "yes"
         return abnormal or broken or bool(self.reset or self.stall or self.cut)
 
     def healthy(self) -> Behaviour:

@@ -84,6 +84,7 @@ KNOBS: Final[dict[str, Callable[[object], Any]]] = {
     "cut": _choice("mid"),
     "mid_at": _optional_int,
     "malformed_at": _optional_int,
+    "big_event_bytes": _optional_int,
     "done": _option("yes", "close", "hang"),
     "heartbeat_ms": _float,
     "reasoning": _bool,

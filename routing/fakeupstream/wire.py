@@ -22,6 +22,7 @@ ID: Final = b"chatcmpl-fake-000000000000"
 DONE: Final = b"data: [DONE]\n\n"
 MALFORMED: Final = b'data: {"choices": [\n\n'  # a truncated JSON object: not an event
 PING: Final = b": ping\n\n"  # an SSE comment: bytes on the wire, no event
+_BIG_EVENT: Final = (b'data: {"padding": "', b'"}\n\n')  # a JSON object saying nothing
 # Both texts differ from their first character: a regeneration on ``alt`` never starts with
 # what ``default`` already sent.
 _TEXTS: Final = {
@@ -105,6 +106,14 @@ def prefill_of(payload: Mapping[str, Any]) -> str | None:
         return None
     text = last.get("content")
     return text if isinstance(text, str) else None
+
+
+@functools.lru_cache(maxsize=2)
+def big_event(n_bytes: int) -> bytes:
+    """One event of ``n_bytes`` bytes (at least its 23-byte frame): a JSON object whose only
+    field is a ``padding`` string; it carries no text, finish or usage."""
+    start, end = _BIG_EVENT
+    return start + b"x" * max(n_bytes - len(start) - len(end), 0) + end
 
 
 def tokens(n_chars: int) -> int:

@@ -4,10 +4,15 @@ regenerate-and-splice) or ended honestly, never duplicated (spec decision 22).""
 
 from __future__ import annotations
 
+import functools
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import openai
@@ -16,9 +21,11 @@ import pytest
 
 from routing.fakeupstream import FakeUpstream
 from routing.fakeupstream.wire import content
-from tests.e2e.conftest import Gateway, Route, make_route, records
+from tests.conftest import free_port
+from tests.e2e.conftest import ROOT, Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e
+T = TypeVar("T")
 
 CHUNKS, SIZE = 12, 8
 WHOLE = content(CHUNKS * SIZE)  # what every healthy target of these tests answers
@@ -43,12 +50,21 @@ def stream_text(gateway: Gateway, route: Route, **extra: Any) -> tuple[str, list
     return text, chunks
 
 
-def raw_stream(gateway: Gateway, route: Route, **headers: str) -> httpx.Response:
+def raw_stream(
+    gateway: Gateway, route: Route, headers: dict[str, str] | None = None, within: float = 30
+) -> httpx.Response:
+    """The whole streamed answer, which must end ``within`` seconds (keep-alives that keep
+    every read short do not make it last longer)."""
     body = {"model": route.model(), "stream": True, "messages": [{"role": "user", "content": "x"}]}
-    with gateway.client(route.key, timeout=30) as client:
-        response = client.post("/chat/completions", json=body, headers=headers)
-        response.read()
-        return response
+    ends = time.monotonic() + within
+    with gateway.client(route.key, timeout=within) as client:
+        parts = []
+        with client.stream("POST", "/chat/completions", json=body, headers=headers) as response:
+            for part in response.iter_bytes():
+                parts.append(part)
+                assert time.monotonic() < ends, f"the stream went on past {within} s"
+        content = b"".join(parts)
+        return httpx.Response(response.status_code, headers=response.headers, content=content)
 
 
 def sse_text(response: httpx.Response) -> str:
@@ -123,7 +139,7 @@ def test_three_silent_targets_and_a_ten_second_deadline_answer_504_in_time(
     catalog(gateway, route, time_to_first_token_ms=600_000, stream_idle_ms=600_000)
     started = time.monotonic()
 
-    response = raw_stream(gateway, route, **{"x-omniroute-deadline-ms": "10000"})
+    response = raw_stream(gateway, route, {"x-omniroute-deadline-ms": "10000"})
 
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "request_deadline_exceeded"
@@ -178,7 +194,144 @@ def test_a_regeneration_that_differs_ends_with_an_error_event_and_no_done(
     assert "[DONE]" not in response.text
 
 
+# --- after commit: idle, and the client's deadline ---------------------------------------------
+
+TRICKLE = {**SHAPE, "stall": "mid", "mid_at": 1, "heartbeat_ms": 200}  # a token, then pings
+
+
+def in_band_error(response: httpx.Response) -> dict[str, Any]:
+    last = response.text.strip().splitlines()[-1]
+    return dict(orjson.loads(last.removeprefix("data: "))["error"])
+
+
+def test_a_committed_stream_sending_only_comments_ends_at_its_idle_limit(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, TRICKLE)
+    catalog(gateway, route, stream_idle_ms=1000)
+    started = time.monotonic()
+
+    with resilience(gateway, {"streamRecovery": {"continueMidStream": False}}):
+        response = raw_stream(gateway, route, within=5)
+
+    assert 1 <= time.monotonic() - started < 2.5
+    assert sse_text(response) == WHOLE[:SIZE] and ": ping" in response.text
+    error = in_band_error(response)
+    assert error["code"] == "upstream_stream_interrupted" and "stream idle" in error["message"]
+    assert "[DONE]" not in response.text
+
+
+def test_a_client_deadline_ends_a_committed_stream_in_band(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    # 2 s rather than 10 s, ended by 3 s rather than 11 s: the same rule, sooner
+    route = make_route(gateway, fake, TRICKLE)
+    catalog(gateway, route, stream_idle_ms=600_000)  # only the client's deadline can end it
+    started = time.monotonic()
+
+    response = raw_stream(gateway, route, {"x-omniroute-deadline-ms": "2000"}, within=6)
+
+    assert time.monotonic() - started < 3
+    assert response.status_code == 200 and sse_text(response) == WHOLE[:SIZE]
+    assert in_band_error(response)["code"] == "request_deadline_exceeded"
+    assert "[DONE]" not in response.text
+
+
+LONG = {"chunks": 16, "chunk_size": SIZE, "chunk_interval_ms": 250}  # about 4 s
+
+
+@pytest.mark.parametrize(
+    "first", [LONG, {**LONG, "cut": "mid", "mid_at": 8}], ids=["healthy", "cut-after-2s"]
+)
+def test_the_default_deadline_never_cuts_a_committed_stream(
+    gateway: Gateway, fake: FakeUpstream, first: dict[str, Any]
+) -> None:
+    # the default deadline at 1 s, a stream of 4 s: healthy, or cut after 2 s and finished on
+    # the next target
+    route = make_route(gateway, fake, first, LONG)
+
+    with resilience(gateway, {"attempts": {"deadlineMs": 1000}}):
+        response = raw_stream(gateway, route, within=15)
+
+    assert sse_text(response) == content(16 * SIZE)
+    assert response.text.rstrip().endswith("data: [DONE]") and "error" not in response.text
+
+
 # --- upstream quirks --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_elsewhere() -> Iterator[str]:
+    """The URL of another fake upstream, in a process of its own: the huge answers it writes
+    take no time from this process's clients, whose requests are timed."""
+    port = free_port()
+    serve = "import asyncio, sys; from routing.fakeupstream import FakeUpstream; "
+    serve += "asyncio.run(FakeUpstream(port=int(sys.argv[1]), record=False).serve_forever())"
+    process = subprocess.Popen([sys.executable, "-c", serve, str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(f"{url}/_fake/stats", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_one_huge_event_fails_the_attempt_fast_and_stalls_no_other_client(
+    gateway: Gateway, fake: FakeUpstream, fake_elsewhere: str
+) -> None:
+    huge = urlencode({**SHAPE, "big_event_bytes": 24 * 1024 * 1024})  # one 24 MiB event first
+    other = make_route(gateway, fake, SHAPE)
+    slowest: list[float] = []
+    for _ in range(3):  # a busy machine can delay one request; a blocked gateway delays each
+        elsewhere = [{"base_url": f"{fake_elsewhere}/s/{huge}/v1"}]  # the first connection's
+        route = make_route(gateway, fake, SHAPE, SHAPE, connection_fields=elsewhere)
+        started = time.monotonic()
+        stream = functools.partial(raw_stream, gateway, route)
+        response, plain = alongside(gateway, other, stream)
+        ended = time.monotonic()
+
+        meanwhile = [end - start for start, end in plain if start < ended and end > started]
+        slowest.append(max(meanwhile))
+        assert ended - started < 3, (ended - started, slowest)  # the attempts failed fast
+        assert f"connection={route.connections[1]}" in response.headers["x-omniroute-decision"]
+        assert sse_text(response) == WHOLE and "padding" not in response.text
+        if slowest[-1] < 0.1:
+            return
+    raise AssertionError(f"a plain request took {slowest} s while a huge event was read")
+
+
+def alongside(
+    gateway: Gateway, route: Route, work: Callable[[], T]
+) -> tuple[T, list[tuple[float, float]]]:
+    """What ``work`` returns, and when each plain request another client made through the
+    gateway meanwhile started and ended (``time.monotonic``)."""
+    body = {"model": route.model(), "messages": [{"role": "user", "content": "x"}]}
+    times: list[tuple[float, float]] = []
+    warm, done = threading.Event(), threading.Event()
+
+    def ask() -> None:
+        with gateway.client(route.key) as client:
+            assert client.post("/chat/completions", json=body).status_code == 200
+            warm.set()
+            while not done.is_set():
+                started = time.monotonic()
+                assert client.post("/chat/completions", json=body).status_code == 200
+                times.append((started, time.monotonic()))
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    try:
+        assert warm.wait(10)
+        return work(), times
+    finally:
+        done.set()
+        asker.join()
 
 
 def test_a_malformed_event_is_dropped_and_the_text_arrives_whole(

@@ -9,6 +9,7 @@ from resilience.domain.attempt_policy import (
     Decision,
     Failure,
     Step,
+    client_deadline_ms,
     deadline_ms,
     decide,
 )
@@ -72,6 +73,14 @@ def test_the_client_may_lower_the_deadline_but_not_raise_it() -> None:
     for bad in (b"", b"abc", b"0", b"-1", b"1.5"):
         with pytest.raises(ValueError, match="positive integer"):
             deadline_ms(policy, bad)
+
+
+def test_the_deadline_the_client_set_is_its_own_whatever_the_default() -> None:
+    # after commit only this one bounds a stream: a header above the default is kept as it is
+    assert client_deadline_ms(None) is None
+    assert client_deadline_ms(b" 900000 ") == 900_000
+    with pytest.raises(ValueError, match="positive integer"):
+        client_deadline_ms(b"0")
 
 
 def test_a_stream_broken_before_its_first_token_is_reopened_once_when_enabled() -> None:

@@ -21,6 +21,7 @@ from tests.routing.harness import (
 )
 
 SSE = {"content-type": "text/event-stream"}
+PING = b": ping\n\n"
 TEXT = ["The ", "quick ", "brown ", "fox ", "jumps."]
 MODEL = "acme/m1"
 
@@ -69,6 +70,22 @@ def streaming(
     return behaviour
 
 
+def pinging(chunks: list[bytes], every: float = 0.02) -> Behaviour:
+    """Stream ``chunks``, then only the comment ``: ping`` every ``every`` seconds, for good."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in chunks:
+            yield part
+        while True:
+            await asyncio.sleep(every)
+            yield PING
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, content=body())
+
+    return behaviour
+
+
 CUT = httpx.ReadError("connection reset by peer")
 
 
@@ -91,6 +108,8 @@ def events_of(reply: Reply) -> list[bytes]:
 def text_of(reply: Reply) -> str:
     text = []
     for raw in events_of(reply):
+        if raw.startswith(b":"):  # a comment
+            continue
         data = raw.removeprefix(b"data: ").strip()
         if data != b"[DONE]":
             for choice in orjson.loads(data).get("choices", []):

@@ -3,11 +3,16 @@ target (prefill continuation, or regenerate-and-splice) or ended honestly (decis
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from typing import Any
+
 import httpx
 import orjson
 import pytest
 from channels.db import database_sync_to_async
 
+import routing.attempts as routing_attempts
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
@@ -16,12 +21,14 @@ from routing.models import ModelCatalogEntry, Provider
 from tests.routing.harness import BACKUP, PRIMARY, Gateway
 from tests.routing.stream_support import (
     CUT,
+    PING,
     TEXT,
     answer_chunks,
     ask,
     chunk,
     cut_after,
     events_of,
+    pinging,
     sent_messages,
     streaming,
     text_of,
@@ -100,6 +107,35 @@ async def test_a_stall_after_commit_is_recovered_like_a_cut(
 
     assert text_of(reply) == "".join(TEXT)
     assert reply.body.endswith(b"data: [DONE]\n\n")
+
+
+@pytest.fixture
+def short_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every stream attempt's idle limit is 0.2 s."""
+    real = routing_attempts.limits_for
+
+    def short(target: Any, context: Any) -> Any:
+        limits, first_token = real(target, context)
+        return replace(limits, idle_seconds=0.2), first_token
+
+    monkeypatch.setattr(routing_attempts, "limits_for", short)
+
+
+async def test_comments_after_commit_do_not_hold_off_the_idle_limit(
+    gateway: Gateway, both: tuple[int, int], short_idle: None
+) -> None:
+    gateway.fake.behaviours.update(
+        {PRIMARY: pinging(answer_chunks()[:3]), BACKUP: streaming(answer_chunks())}
+    )
+
+    async with asyncio.timeout(3):  # pings come all the time: no read of the reply times out
+        reply = await ask(gateway)
+
+    assert text_of(reply) == "".join(TEXT)  # finished on the backup
+    assert reply.body.endswith(b"data: [DONE]\n\n") and PING in reply.body
+    assert gateway.fake.calls == [PRIMARY, BACKUP]
+    broke = await lockout_record(store=gateway.store, provider="acme", connection_id=both[0])
+    assert broke.failures[model_slot("m1", LockScope.EXACT)].consecutive == 1
 
 
 async def test_a_tool_call_in_flight_is_never_continued(

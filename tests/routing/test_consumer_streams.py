@@ -4,6 +4,8 @@ failed over unseen before it, upstream quirks after it, and what is recorded."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -29,11 +31,14 @@ from tests.routing.harness import (
 from tests.routing.stream_support import (
     CUT,
     MODEL,
+    SSE,
     TEXT,
     answer_chunks,
     ask,
     chunk,
     event,
+    events_of,
+    pinging,
     streaming,
     text_of,
 )
@@ -189,6 +194,48 @@ async def test_a_client_deadline_running_out_is_not_charged_to_the_upstream(
     assert reply.status == 504
     record = await lockout_record(store=gateway.store, provider="acme", connection_id=primary)
     assert record.failures == {} and record.locks == {}
+
+
+async def test_a_client_deadline_ends_a_committed_stream_in_band_and_charges_no_one(
+    gateway: Gateway, primary: int
+) -> None:
+    gateway.fake.behaviours[PRIMARY] = pinging(answer_chunks()[:2])  # a token, then pings
+    comm = communicator(
+        gateway.app, gateway.key, extra_headers=[(b"x-omniroute-deadline-ms", b"300")]
+    )
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    await send_body(comm, orjson.dumps(body))
+    started = time.monotonic()
+
+    async with asyncio.timeout(3):  # pings come all the time: no read of the reply times out
+        reply = await read_reply(comm)
+
+    assert 0.3 <= time.monotonic() - started < 1.5
+    last = orjson.loads(events_of(reply)[-1].removeprefix(b"data: "))
+    assert last["error"]["code"] == "request_deadline_exceeded"
+    assert b"[DONE]" not in reply.body and text_of(reply) == "The "
+    record = await lockout_record(store=gateway.store, provider="acme", connection_id=primary)
+    assert record.failures == {} and record.locks == {}
+
+
+async def test_the_default_deadline_stops_no_recovery_after_commit(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    async def late_cut() -> AsyncIterator[bytes]:
+        for part in answer_chunks()[:3]:
+            yield part
+        gateway.clock.advance(400)  # past attempts.deadlineMs (300 s) on the request's clock
+        raise CUT
+
+    async def primary(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, content=late_cut())
+
+    gateway.fake.behaviours.update({PRIMARY: primary, BACKUP: streaming(answer_chunks())})
+
+    reply = await ask(gateway)
+
+    assert text_of(reply) == "".join(TEXT) and reply.body.endswith(b"data: [DONE]\n\n")
+    assert gateway.fake.calls == [PRIMARY, BACKUP]
 
 
 async def test_stream_recovery_reopens_a_stream_broken_before_its_first_token_once(

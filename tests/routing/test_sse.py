@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from routing.domain.sse import SseEvent, SseSplitter, parse_event
+
+MIB = 1024 * 1024
 
 
 def split(*chunks: bytes) -> tuple[list[SseEvent], SseEvent | None]:
@@ -91,3 +95,78 @@ def test_empty_tells_whether_bytes_are_held() -> None:
     assert not splitter.empty
     splitter.feed(b"\n\n")
     assert splitter.empty
+
+
+# --- one event's size -------------------------------------------------------------------------
+
+
+def test_an_event_growing_past_the_limit_stops_the_splitter_after_the_events_before_it() -> None:
+    splitter = SseSplitter(max_event_bytes=64)
+
+    events = splitter.feed(b"data: a\n\ndata: " + b"x" * 40)
+    more = splitter.feed(b"x" * 40)
+
+    assert [e.data for e in events] == [b"a"] and more == []
+    assert splitter.overflowed and not splitter.empty
+    assert splitter.feed(b"\n\ndata: b\n\n") == [] and splitter.rest() is None
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [b"data: " + b"x" * 100 + b"\n\n", b"data: a\n\ndata: " + b"x" * 100 + b"\n\ndata: b\n\n"],
+    ids=["one-liner", "among-others"],
+)
+def test_an_event_over_the_limit_in_one_chunk_overflows_too(chunk: bytes) -> None:
+    splitter = SseSplitter(max_event_bytes=64)
+
+    events = splitter.feed(chunk)
+
+    assert b"x" not in b"".join(e.raw for e in events) and splitter.overflowed
+
+
+def test_an_event_of_exactly_the_limit_is_handed_out() -> None:
+    raw = b"data: " + b"x" * 56 + b"\n\n"  # 64 bytes
+    events, rest = split_with(64, raw[:30], raw[30:])
+    assert [e.raw for e in events] == [raw] and rest is None
+
+
+def split_with(limit: int, *chunks: bytes) -> tuple[list[SseEvent], SseEvent | None]:
+    splitter = SseSplitter(max_event_bytes=limit)
+    events = [event for chunk in chunks for event in splitter.feed(chunk)]
+    assert not splitter.overflowed
+    return events, splitter.rest()
+
+
+def event_chunks(size: int, piece: int = 64 * 1024) -> list[bytes]:
+    """One event of about ``size`` bytes, cut into ``piece``-byte chunks as a socket hands
+    them over."""
+    raw = b'data: {"padding": "' + b"x" * size + b'"}\n\n'
+    return [raw[at : at + piece] for at in range(0, len(raw), piece)]
+
+
+def split_seconds(chunks: list[bytes]) -> float:
+    splitter = SseSplitter()
+    started = time.perf_counter()
+    events = [event for chunk in chunks for event in splitter.feed(chunk)]
+    seconds = time.perf_counter() - started
+    assert len(events) == 1 and len(events[0].raw) == sum(map(len, chunks))
+    return seconds
+
+
+def test_splitting_is_linear_in_the_bytes_of_one_event() -> None:
+    # The best of a few interleaved runs per size (a busy machine slows some of them), and a
+    # few such trials: memory effects of this size (page faults, caches) can double one run,
+    # but a splitter that copies its buffer on every chunk needs four times as long for twice
+    # the bytes in every trial.
+    small, large = event_chunks(24 * MIB), event_chunks(48 * MIB)
+    ratios = []
+    for _ in range(3):
+        times: dict[int, list[float]] = {id(small): [], id(large): []}
+        spent = time.perf_counter()
+        while len(times[id(large)]) < 5 and time.perf_counter() - spent < 2:
+            for chunks in (small, large):
+                times[id(chunks)].append(split_seconds(chunks))
+        ratios.append(min(times[id(large)]) / min(times[id(small)]))
+        if ratios[-1] <= 2.5:
+            return
+    raise AssertionError(f"48 MiB took {ratios} times as long as 24 MiB to split")

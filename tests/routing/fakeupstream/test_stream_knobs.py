@@ -1,6 +1,6 @@
 """The fake upstream's knobs for broken and unusual streams (no Django models, no DB): where a
-mid-stream fault happens (``mid_at``), a malformed event, a missing ``[DONE]``, reasoning-only
-deltas, the alternative text and heartbeats during a stall.
+mid-stream fault happens (``mid_at``), a malformed or oversized event, a missing ``[DONE]``,
+reasoning-only deltas, the alternative text and heartbeats during a stall.
 """
 
 from __future__ import annotations
@@ -81,6 +81,42 @@ async def test_malformed_at_past_the_content_comes_before_the_finish(
     events = sse_data(resp.text)
     assert events[2] == MALFORMED
     assert orjson.loads(events[3])["choices"][0]["finish_reason"] == "stop"
+
+
+# ------------------------------------------------------------------------------ big_event_bytes
+
+
+@pytest.mark.parametrize("interval", [0, 5])
+async def test_one_big_event_comes_before_the_first_content_chunk(
+    fake: FakeUpstream, client: httpx.AsyncClient, interval: int
+) -> None:
+    knobs = {"big_event_bytes": 100_000, "chunks": 2, "chunk_interval_ms": interval}
+    resp = await post(client, fake, "header", knobs, stream=True)
+    raw = resp.content.split(b"\n\n")
+    assert len(raw[0]) + 2 == 100_000 and orjson.loads(raw[0][6:]) == {"padding": "x" * 99_977}
+    events = sse_data(resp.text)[1:]
+    assert text_of(events) == content(16) and events[-1] == "[DONE]"
+    assert fake.stats["failed"] == 1
+
+
+async def test_a_big_event_is_at_least_its_frame(
+    fake: FakeUpstream, client: httpx.AsyncClient
+) -> None:
+    resp = await post(client, fake, "model", {"big_event_bytes": 0, "chunks": 1}, stream=True)
+    assert resp.content.startswith(b'data: {"padding": ""}\n\n')
+
+
+async def test_a_big_event_on_the_other_routes(
+    fake: FakeUpstream, client: httpx.AsyncClient
+) -> None:
+    messages = fake.anthropic_base_url(big_event_bytes=64) + "/v1/messages"
+    for url in (messages, fake.base_url(big_event_bytes=64) + "/responses"):
+        body = {"model": "m", "stream": True, "max_tokens": 8, "input": "x", "messages": []}
+        resp = await client.post(url, json=body)
+        events = resp.content.split(b"\n\n")
+        big = next(i for i, e in enumerate(events) if b"padding" in e)
+        first_delta = next(i for i, e in enumerate(events) if b"delta" in e)
+        assert len(events[big]) + 2 == 64 and 0 < big < first_delta  # after the head events
 
 
 # ------------------------------------------------------------------------------ done
@@ -188,9 +224,16 @@ async def test_a_passing_draw_drops_the_stream_faults_and_keeps_the_text(
 
 def test_new_knob_validation() -> None:
     assert Behaviour(done="close").fails and Behaviour(malformed_at=0).fails
+    assert Behaviour(big_event_bytes=0).fails
     assert not Behaviour(mid_at=3, heartbeat_ms=5, reasoning=True, prefill="reject").fails
     assert Behaviour().with_knobs({"mid_at": "none", "done": ""}) == Behaviour()
     assert Behaviour().with_knobs({"reasoning": "off"}).reasoning is False
-    for knobs in ({"mid_at": "-1"}, {"heartbeat_ms": "-5"}, {"reasoning": "maybe"}):
+    bad = (
+        {"mid_at": "-1"},
+        {"heartbeat_ms": "-5"},
+        {"reasoning": "maybe"},
+        {"big_event_bytes": "-1"},
+    )
+    for knobs in bad:
         with pytest.raises(ValueError):
             Behaviour().with_knobs(knobs)
