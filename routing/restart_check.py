@@ -40,7 +40,8 @@ from routing.restart_state import Scenario, Snapshot, compare, lease_rows, snaps
 SETTINGS = {
     "providerBreaker": {"local": {"resetTimeoutMs": 600_000}},
     "attempts": {"retriesPerTarget": 0},  # each upstream call is one the resilience layer judges
-    "availability": {"transientCooldownCapMs": 300_000},
+    # a self-set lock starts at the base and doubles per failed probe up to the cap
+    "availability": {"transientCooldownBaseMs": 60_000, "transientCooldownCapMs": 300_000},
 }
 HINT_SECONDS = 900
 LOAD_LATENCY_MS = 100  # each load request is in flight that long: the kill always cuts some
