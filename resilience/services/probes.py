@@ -23,7 +23,7 @@ async def pair_probe_claim(
     (``generation``) has its own probe. The claim's key when this caller got it (to release
     it if the probe ends with no answer), else ``None``."""
     key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"
-    return key if await store.incr(key, ttl=ttl) == 1 else None
+    return await _claim(store, key, ttl)
 
 
 async def pair_hinted_probe_claim(
@@ -39,6 +39,11 @@ async def pair_hinted_probe_claim(
     the claim's key when this caller got it (to release it if the probe ends with no answer),
     else ``None``."""
     key = f"{PROBE_PREFIX}hinted:{provider}:{connection_id}:{model}:{generation!r}"
+    return await _claim(store, key, ttl)
+
+
+async def _claim(store: StateStore, key: str, ttl: float) -> str | None:
+    """``key`` when this caller is the first to take it (within ``ttl``), else ``None``."""
     return key if await store.incr(key, ttl=ttl) == 1 else None
 
 
