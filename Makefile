@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench bench-more availability soak soak-short chaos chaos-short install browser clean fuzz
+.PHONY: run test lint bench bench-more bench-paired availability soak soak-short chaos chaos-short install browser clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,13 +24,17 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null \
 	  || echo "chromium could not be installed: the browser test will skip (and fail when CI=true)"; }
 
-# The demo runs with debug on (the development secret key is then accepted); a deployment sets
-# OMNIROUTE_SECRET_KEY and leaves OMNIROUTE_DEBUG off (README, "Configuration").
+# The demo runs with debug on. Its keys, freshly generated once, live in data/dev.env (mode 0600,
+# kept across runs), which manage.py and the ASGI app read too, so every manage.py command in
+# the README and docs/ works in a plain shell afterwards; a deployment has no such file, sets
+# OMNIROUTE_SECRET_KEY and OMNIROUTE_ENCRYPTION_KEY and leaves OMNIROUTE_DEBUG off
+# (docs/configuration.md).
 # Ctrl-C (SIGINT to the whole process group) or SIGTERM to it: the gateway stops itself and exits
 # 0, this shell ignores the signal and waits for it, then stops the fake upstream (a background
 # job, so deaf to Ctrl-C) and waits for it too. The recipe ends with the gateway's exit status.
 run: export OMNIROUTE_DEBUG ?= 1
 run: $(VENV)/.installed
+	$(PY) -m omniroute.devenv
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py collectstatic --noinput -v 0
 	$(PY) manage.py seeddemo --upstream-url http://127.0.0.1:$(FAKE_PORT)/v1 --gateway-url http://$(HOST):$(PORT)
@@ -53,13 +57,25 @@ test: lint browser
 
 # The load tools run on this machine like the demo (debug on); the gateways they start set
 # their own keys.
-bench bench-more availability soak soak-short chaos chaos-short: export OMNIROUTE_DEBUG ?= 1
+bench bench-more bench-paired availability soak soak-short chaos chaos-short: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
 
 # Only the scale, prompt and concurrency phases, appended to BENCHMARKS.md.
 bench-more: $(VENV)/.installed
 	$(PY) manage.py bench --only scale,prompt,concurrency --record
+
+# Gateway CPU per request of BASE (another checkout with its own .venv, e.g. a git worktree of
+# the commit before a change) against this checkout (or AFTER), paired: both gateways side by
+# side, 3 s runs alternating, ROUNDS (10) per mode and concurrency, an A/A twin of the after
+# side for the noise. OUT=file also writes the Markdown report there; CEILING=1 also runs this
+# checkout's bare proxy (the framework's ceiling) in the same rounds. BASE_SERVE="--server
+# uvicorn" (or "--workers 2") serves the before side another way; SHARED_STATE=1 runs every side
+# on a fresh PostgreSQL database and Redis key prefix of its own (127.0.0.1's, removed at the
+# end), which several workers need. CONCURRENCY=16,64 picks the client counts (1,16).
+bench-paired: $(VENV)/.installed
+	@test -n "$(BASE)" || { echo "usage: make bench-paired BASE=<checkout> [AFTER=<checkout>] [BASE_ENV=NAME=VALUE] [BASE_SERVE='serve options'] [SHARED_STATE=1] [CONCURRENCY=1,16] [ROUNDS=10] [OUT=file.md] [CEILING=1]"; exit 2; }
+	$(PY) manage.py benchpair --base $(BASE) $(if $(AFTER),--after $(AFTER)) $(foreach v,$(BASE_ENV),--base-env $(v)) $(if $(BASE_SERVE),--base-serve "$(BASE_SERVE)") $(if $(SHARED_STATE),--shared-state) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) --rounds $(or $(ROUNDS),10) $(if $(OUT),--output $(OUT)) $(if $(CEILING),--ceiling)
 
 # Random 503s on 5 % of upstream calls, then 429 Retry-After: 1 on 4 % of them beside a direct
 # client's share under the same 429s: how many requests still succeed (BENCHMARKS.md). Fails
@@ -76,8 +92,10 @@ restart-test: $(VENV)/.installed
 	$(PY) manage.py restarttest
 
 # Long fuzzing (tests/fuzz, HYPOTHESIS_PROFILE=long): 2 000 cases per property of the pure
-# modules, and 40 random requests per API operation plus schemathesis's coverage phase. About
-# 6 minutes on a 2-core machine; stopped after 30. `make test` runs the short profile.
+# modules, 40 random requests per API operation (the /v1 ones on a running gateway) plus
+# schemathesis's coverage phase, and 1 000 request bodies per /v1 wire format sent to a running
+# gateway. About 10 minutes on a 2-core machine; stopped after 30. `make test` runs the short
+# profile.
 fuzz: export DJANGO_SETTINGS_MODULE = omniroute.settings_test
 fuzz: export HYPOTHESIS_PROFILE = long
 fuzz: $(VENV)/.installed

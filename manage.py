@@ -1,16 +1,10 @@
 #!/usr/bin/env python
-"""Django's command-line utility for administrative tasks."""
+"""Django's command-line utility for administrative tasks (the installed ``omniroute`` command
+runs the same: ``omniroute.cli``)."""
 
-import os
-import sys
+from __future__ import annotations
 
-
-def main() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "omniroute.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(sys.argv)
-
+from omniroute.cli import main
 
 if __name__ == "__main__":
     main()

@@ -15,24 +15,32 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from leases.domain.states import EndReason, LeaseOutcome, LeaseState
+from leases.domain.states import (
+    DEFAULT_REVOKE_REASON,
+    REVOKE_REASONS,
+    EndReason,
+    LeaseOutcome,
+    LeaseState,
+)
 from leases.models import ExclusiveConnectionLease
 from leases.services import lease_invalidate
-from resilience.admin._base import ModelAdminBase
+from omniroute.core.admin import ModelAdminBase, Tone, human_duration, moment, state_badge
 
 OWNER_PREFIX_CHARS = 12
-# What an operator may give as the reason of a revocation: the clock's and the client's own
-# reasons (TTL_EXPIRED, OWNER_EXIT, CLIENT_CANCELLED) are not theirs to give.
-REVOKE_REASONS = tuple(
-    reason
-    for reason in EndReason
-    if reason not in {EndReason.TTL_EXPIRED, EndReason.OWNER_EXIT, EndReason.CLIENT_CANCELLED}
-)
-DEFAULT_REVOKE_REASON = EndReason.AUTHORIZATION_CHANGED
+EXPIRED_NOT_ENDED = "ACTIVE (expired, ends at the next lease operation)"
 LEASE_FIELDS = (
-    "owner", "live_state", "provider", "connection_id", "api_key_id", "generation",
-    "acquired_at", "renewed_at", "expires_at", "ended_at", "end_reason",
-)  # fmt: skip
+    "owner",
+    "live_state",
+    "provider",
+    "connection_id",
+    "api_key_id",
+    "generation",
+    "acquired_at",
+    "renewed_at",
+    "expires_at",
+    "ended_at",
+    "end_reason",
+)
 
 
 class RevokeActionForm(ActionForm):
@@ -57,7 +65,16 @@ def _revoke_reason(request: HttpRequest) -> EndReason | None:
 class ExclusiveConnectionLeaseAdmin(ModelAdminBase):
     """Read-only leases; operators end one through the revoke action."""
 
-    list_display = LEASE_FIELDS
+    # One state column with the time left; the other times are on the lease's page.
+    list_display = (
+        "owner",
+        "live_state",
+        "provider",
+        "connection_id",
+        "api_key_id",
+        "generation",
+        "acquired_at",
+    )
     list_filter = ("state", "provider", "end_reason")
     search_fields = ("=connection_id", "=api_key_id")
     search_help_text = "A connection id or an API key id."
@@ -84,10 +101,16 @@ class ExclusiveConnectionLeaseAdmin(ModelAdminBase):
 
     @admin.display(description="state", ordering="state")
     def live_state(self, row: ExclusiveConnectionLease) -> str:
+        """ "active" with the time left, "expired" or the ended state and its reason."""
+        now = timezone.now()
+        if row.state != LeaseState.ACTIVE:
+            ended = f"{row.state.lower()}: {row.end_reason}" if row.end_reason else row.state
+            return state_badge(ended.lower(), Tone.QUIET, f"ended {moment(row.ended_at)}")
         # Expiry is lazy: an ACTIVE row past its expiry ends at the next lease operation.
-        if row.state == LeaseState.ACTIVE and row.expires_at <= timezone.now():
-            return "ACTIVE (expired, ends at the next lease operation)"
-        return row.state
+        if row.expires_at <= now:
+            return state_badge("expired", Tone.QUIET, EXPIRED_NOT_ENDED)
+        left = human_duration(row.expires_at - now)
+        return state_badge(f"active, {left} left", Tone.OK, f"expires {moment(row.expires_at)}")
 
     @admin.action(description="Revoke (invalidate) selected leases", permissions=["revoke"])
     def revoke_leases(

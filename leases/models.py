@@ -1,5 +1,5 @@
-"""Exclusive connection leases: one row per binding of a lease owner to a provider connection
-(reference-part2 §2.4). ``leases.services`` is the only writer; see ``leases.domain.leasing``."""
+"""Exclusive connection leases: one row per binding of a lease owner to a provider connection.
+``leases.services`` is the only writer; see ``leases.domain.leasing``."""
 
 from __future__ import annotations
 

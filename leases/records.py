@@ -19,7 +19,7 @@ _OWNER_HASH = re.compile(r"[0-9a-f]{64}")
 class LeaseView:
     """One lease row as plain data. ``owner_hash`` is the SHA-256 of the owner token, and with
     ``api_key_id`` and ``connection_id`` is for the gateway's own decisions: never echo them to
-    a client (reference-part2 §2.7, §2.10)."""
+    a client."""
 
     id: int
     owner_hash: str

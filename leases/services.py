@@ -1,4 +1,4 @@
-"""The one write path of exclusive connection leases (reference-part2 §2.5, §2.6).
+"""The one write path of exclusive connection leases (docs/routing.md, "Exclusive leases").
 
 Every operation is one transaction that first marks the ACTIVE rows whose expiry has passed
 EXPIRED (``TTL_EXPIRED``): there is no timer, a lease ends the first time anyone looks after

@@ -88,9 +88,11 @@ class FlowControlledFactory(HTTPFactory):
 class FlowControlledServer(Server):
     """Daphne's server whose ASGI ``send`` waits while the client's transport is paused."""
 
+    http_factory_class: type[HTTPFactory] = FlowControlledFactory
+
     def run(self) -> None:
         # ``Server.run`` builds its HTTP factory from this module-level name.
-        daphne.server.HTTPFactory = FlowControlledFactory
+        daphne.server.HTTPFactory = self.http_factory_class
         super().run()
 
     def listen_success(self, port: Any) -> None:

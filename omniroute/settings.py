@@ -7,18 +7,28 @@ past one process. Malformed values fail loudly at start-up (``ImproperlyConfigur
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from routing.domain.encryption_keys import DEV_ENCRYPTION_KEY, parse_encryption_keys
-from routing.domain.fallback import parse_emergency_fallback  # pure: no Django import
+from omniroute.core.origins import parse_trusted_origins  # pure: no Django import
+from omniroute.devenv import dev_env_to_read
+from routing.domain.config.encryption_keys import DEV_ENCRYPTION_KEY, parse_encryption_keys
+from routing.domain.plan.fallback import parse_emergency_fallback  # pure: no Django import
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "omniroute-dev-insecure-secret-do-not-use-in-production"
 
 env = environ.Env()
+# The development keys ``make run`` wrote to ``data/dev.env`` (omniroute.devenv): read only when
+# the file exists and OMNIROUTE_DEBUG is not explicitly false; it never overrides a variable
+# already set. A deployment has no such file (docs/configuration.md).
+_dev_env = dev_env_to_read(os.environ)
+if _dev_env is not None:
+    environ.Env.read_env(_dev_env)
 
 
 def env_int(name: str, default: int, *, minimum: int = 0) -> int:
@@ -57,7 +67,8 @@ if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
     raise ImproperlyConfigured(
         "OMNIROUTE_DEBUG is off but OMNIROUTE_SECRET_KEY is the development key: set a real secret."
     )
-# The keys that encrypt provider secrets, newest first (routing.domain.encryption_keys); apart
+# The keys that encrypt provider secrets, newest first (routing.domain.config.encryption_keys);
+# apart
 # from SECRET_KEY, which only decrypts secrets written before this variable existed.
 try:
     ENCRYPTION_KEYS = parse_encryption_keys(env.str("OMNIROUTE_ENCRYPTION_KEY", default=""))
@@ -68,9 +79,25 @@ if not ENCRYPTION_KEYS and DEBUG:
 if not DEBUG and (not ENCRYPTION_KEYS or DEV_ENCRYPTION_KEY in ENCRYPTION_KEYS):
     raise ImproperlyConfigured(
         "OMNIROUTE_DEBUG is off but OMNIROUTE_ENCRYPTION_KEY is unset or holds the development "
-        "key: set one or more Fernet keys, comma-separated, newest first (README, Configuration)."
+        "key: set one or more Fernet keys, comma-separated, newest first (docs/configuration.md)."
     )
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+# Behind a TLS-terminating proxy (docs/deploying.md, "Behind a TLS proxy"). The origins a
+# browser may post from (the admin's login and forms) and open the dashboard socket from,
+# besides the request's own: needed when the proxy hands the gateway another host name than the
+# browser's ("https://gateway.example,https://*.example.org").
+try:
+    CSRF_TRUSTED_ORIGINS = parse_trusted_origins(
+        env.str("OMNIROUTE_CSRF_TRUSTED_ORIGINS", default="")
+    )
+except ValueError as _error:
+    raise ImproperlyConfigured(f"OMNIROUTE_CSRF_TRUSTED_ORIGINS: {_error}") from _error
+# Believe X-Forwarded-Proto: https (the request came in over TLS). Only when every request
+# reaches the gateway through a proxy that sets that header itself, overwriting the client's:
+# anyone who can reach the gateway directly could otherwise claim https. Off, the scheme is the
+# connection's own (plain http under ``manage.py serve``).
+if env.bool("OMNIROUTE_SECURE_PROXY_SSL_HEADER", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 DATA_DIR = Path(env.str("OMNIROUTE_DATA_DIR", default=str(BASE_DIR / "data")))
 LOG_LEVEL = env.str("OMNIROUTE_LOG_LEVEL", default="INFO").upper()
 LOG_FORMAT = env.str("OMNIROUTE_LOG_FORMAT", default="plain").lower()
@@ -93,12 +120,19 @@ INSTALLED_APPS = [
     "routing",
     "leases",
     "omniroute.dashboard",
+    "omniroute.core.observability.requestlog",
 ]
+# The development tools (fake upstream, bench, soak, chaos...) are an app of their own that the
+# production image leaves out: installed only with debug on, and only where the package exists.
+if DEBUG and importlib.util.find_spec("omniroute.tools") is not None:
+    INSTALLED_APPS.append("omniroute.tools")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Static files (admin, browsable API, API docs) in every mode, straight after security.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Outside the session and CSRF middleware, so it sees the cookies they set: Secure over https.
+    "omniroute.secure_cookies.SecureCookiesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -146,6 +180,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL: str | None = env.str("REDIS_URL", default="") or None
 REDIS_PREFIX = env.str("OMNIROUTE_REDIS_PREFIX", default="omniroute:")
+# Traces of the /v1 proxy go to this OTLP/HTTP collector (omniroute.core.observability.tracing).
+OTEL_EXPORTER_OTLP_ENDPOINT = env.str("OTEL_EXPORTER_OTLP_ENDPOINT", default="")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -158,13 +194,23 @@ else:
 
 # The gateway's own knobs.
 MAX_BODY_BYTES = env_int("OMNIROUTE_MAX_BODY_BYTES", 10 * 1024 * 1024, minimum=1024)
+# Seconds the gateway waits for the next part of a request body; a client that sends nothing for
+# longer gets a 408 (omniroute/body_timeout.py).
+BODY_TIMEOUT_SECONDS = env_float("OMNIROUTE_BODY_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# How deep a request body's JSON may nest, on /v1 and /api alike; deeper is a 400.
+MAX_JSON_DEPTH = env_int("OMNIROUTE_MAX_JSON_DEPTH", 64, minimum=2)
+# With debug off, the API root, schema and docs page need a staff session or a manage key;
+# true shows them to anyone.
+PUBLIC_API_DOCS = env.bool("OMNIROUTE_PUBLIC_API_DOCS", default=False)
+# When set, GET /metrics needs "Authorization: Bearer <this token>".
+METRICS_TOKEN = env.str("OMNIROUTE_METRICS_TOKEN", default="")
 UPSTREAM_CONNECT_TIMEOUT_SECONDS = env_float(
     "OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT", 10.0, minimum=0.001
 )
 UPSTREAM_READ_TIMEOUT_SECONDS = env_float("OMNIROUTE_UPSTREAM_READ_TIMEOUT", 120.0, minimum=0.001)
 UPSTREAM_MAX_CONNECTIONS = env_int("OMNIROUTE_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
 CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
-# A non-streaming upstream body larger than this is a failed attempt (spec: garbage is a failure).
+# A non-streaming upstream body larger than this is a failed attempt: garbage is a failure.
 MAX_UPSTREAM_BODY_BYTES = env_int(
     "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES", 32 * 1024 * 1024, minimum=1024
 )
@@ -178,8 +224,17 @@ try:
     parse_emergency_fallback(EMERGENCY_FALLBACK)
 except ValueError as _error:
     raise ImproperlyConfigured(f"OMNIROUTE_EMERGENCY_FALLBACK: {_error}") from _error
-# Every state-store call is bounded by this; past it the process-local fallback serves (spec 18).
+# Every state-store call is bounded by this; past it the process-local fallback serves.
 STORE_TIMEOUT_MS = env_int("OMNIROUTE_STORE_TIMEOUT_MS", 50, minimum=1)
+
+# The request log (docs/operating.md, "Request log"): one row per finished /v1 request, queued
+# and written by a background thread; a full queue drops records (and counts them). Rows older
+# than the age or beyond the count are pruned in the background.
+REQUEST_LOG_ENABLED = env.bool("OMNIROUTE_REQUEST_LOG", default=True)
+REQUEST_LOG_QUEUE_SIZE = env_int("OMNIROUTE_REQUEST_LOG_QUEUE_SIZE", 10_000, minimum=1)
+REQUEST_LOG_MAX_AGE_DAYS = env_float("OMNIROUTE_REQUEST_LOG_MAX_AGE_DAYS", 7.0, minimum=0.001)
+REQUEST_LOG_MAX_ROWS = env_int("OMNIROUTE_REQUEST_LOG_MAX_ROWS", 100_000, minimum=1)
+REQUEST_LOG_PRUNE_SECONDS = env_float("OMNIROUTE_REQUEST_LOG_PRUNE_SECONDS", 60.0, minimum=0.1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -210,13 +265,19 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["routing.api.auth.IsOperator"],
+    # DRF's three, with JSON bounded in nesting (a deep body was a RecursionError, a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "omniroute.core.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "routing.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
-    "TITLE": "OmniRoute management API",
-    "DESCRIPTION": "Providers, connections, client keys and combos of the OmniRoute gateway.",
+    "TITLE": "OmniRoute API",
+    "DESCRIPTION": "The OmniRoute gateway's client APIs (`/v1`) and its management API.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # The docs page's assets come from the installed sidecar package, never from a CDN.
@@ -226,10 +287,13 @@ SPECTACULAR_SETTINGS = {
     # Request bodies get their own components, which say what a request must hold (a name
     # that may not be blank has minLength 1; read-only fields are left out).
     "COMPONENT_SPLIT_REQUEST": True,
-    # Every operation's error answers (400, 401, 403, 404) in the one error shape.
+    # Every operation's error answers (400, 401, 403, 404) in the one error shape; the /v1
+    # client APIs; every operation's area and summary.
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "routing.api.openapi.document_errors",
+        "routing.api.openapi.describe_client_apis",
+        "routing.api.openapi.tag_by_area",
     ],
 }
 
@@ -241,10 +305,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "resilience.logging.JsonFormatter"},
+        "json": {"()": "omniroute.core.logging.JsonFormatter"},
     },
-    # Nothing credential-shaped reaches the log (spec decision 19).
-    "filters": {"scrub": {"()": "resilience.logging.ScrubbingFilter"}},
+    # Nothing credential-shaped reaches the log.
+    "filters": {"scrub": {"()": "omniroute.core.logging.ScrubbingFilter"}},
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["scrub"]}
     },

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from omniroute.core.bounds import clip
+from routing.api.auth import IsOperator
 
 API_PREFIX = "/api/"
 ADMIN_PREFIX = "/admin/"
@@ -43,11 +47,22 @@ def api_area_names() -> list[str]:
     return list(dict.fromkeys(names))
 
 
-class ApiRootView(APIView):
-    """``GET /api/``: every area of the management API with its URL (public, like the schema)."""
+class DocsAccess(IsOperator):
+    """Who may read the API root, the schema and the docs page: operators (a staff session or a
+    ``manage`` key); anyone with debug on, or when ``OMNIROUTE_PUBLIC_API_DOCS`` opts in. A
+    stranger learns nothing of the management surface otherwise."""
 
-    permission_classes = [AllowAny]
-    authentication_classes: list[Any] = []
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if settings.DEBUG or settings.PUBLIC_API_DOCS:
+            return True
+        return super().has_permission(request, view)
+
+
+class ApiRootView(APIView):
+    """``GET /api/``: every area of the management API with its URL (private like the schema,
+    see :class:`DocsAccess`)."""
+
+    permission_classes = [DocsAccess]
     schema = None  # not an area of its own in the OpenAPI document
 
     def get(self, request: Request) -> Response:
@@ -68,8 +83,21 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     """``handler404``: a JSON 404 (no route list) everywhere but the admin."""
     if request.path.startswith(ADMIN_PREFIX):
         return defaults.page_not_found(request, exception or Exception())
-    return _error(404, f"There is no endpoint at {request.path}.", "invalid_request_error",
-                  "not_found")  # fmt: skip
+    return _error(
+        404, f"There is no endpoint at {clip(request.path)}.", "invalid_request_error", "not_found"
+    )
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """``handler400``: a JSON answer everywhere but the admin; a body over Django's upload
+    limit (``DATA_UPLOAD_MAX_MEMORY_SIZE``) is a 413, as on the /v1 proxy."""
+    if request.path.startswith(ADMIN_PREFIX):
+        return defaults.bad_request(request, exception or Exception())
+    if isinstance(exception, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = f"The request body exceeds the limit of {limit} bytes."
+        return _error(413, message, "invalid_request_error", "request_too_large")
+    return _error(400, "The request could not be read.", "invalid_request_error", "bad_request")
 
 
 @csrf_exempt  # a POST to an unknown path is a 404, not a CSRF failure page
@@ -87,8 +115,9 @@ def server_error(request: HttpRequest) -> HttpResponse:
     """``handler500``: a JSON 500 without details everywhere but the admin."""
     if request.path.startswith(ADMIN_PREFIX):
         return defaults.server_error(request)
-    return _error(500, "The gateway failed to handle this request.", "server_error",
-                  "internal_error")  # fmt: skip
+    return _error(
+        500, "The gateway failed to handle this request.", "server_error", "internal_error"
+    )
 
 
 def no_favicon(request: HttpRequest) -> HttpResponse:

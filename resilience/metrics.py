@@ -18,14 +18,14 @@ from asgiref.sync import async_to_sync
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from omniroute.core.state import get_store
+from omniroute.core.store import StateStore
 from resilience.api.health import admission_counts
-from resilience.domain.breaker_state import BreakerState
+from resilience.domain.breaker.state import BreakerState
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.breakers import breaker_list
 from resilience.services.connections import CONNECTION_PREFIX
-from resilience.services.lockouts import lockout_list
-from resilience.state import get_store
-from resilience.store import StateStore
+from resilience.services.lockout_operations import lockout_list
 
 __all__ = ["ResilienceCollector", "ResilienceCounts", "resilience_counts"]
 
@@ -93,9 +93,10 @@ def _state_families(counts: ResilienceCounts) -> Iterator[GaugeMetricFamily]:
         value=counts.terminal,
     )
     yield GaugeMetricFamily(
-        "omniroute_locked_models", "Active model locks, over every connection.",
+        "omniroute_locked_models",
+        "Active model locks, over every connection.",
         value=counts.locked_models,
-    )  # fmt: skip
+    )
 
 
 def _queue_family(admission: dict[str, Any]) -> GaugeMetricFamily:

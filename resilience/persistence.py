@@ -1,11 +1,12 @@
 """Write-through of breaker and connection state to the database (best effort, in order).
 
-Writes are queued from async code as tasks on Django's single sync thread, so they run in the
-order they were made. Most never hold up the request that caused them; the durable ones
-(a breaker opening, a terminal state, an upstream-hinted cooldown) are awaited before the
-answer is returned (spec decision 18). A failed write is logged and dropped: the state store
-stays authoritative while the process lives. Breakers are ours (``domain_circuit_breakers``);
-connection rows belong to routing, which registers the writer.
+The writes are queued on the gateway's background writes (``omniroute.core.tasks``): in the
+order they were made, on Django's single sync thread. Most never hold up the request that
+caused them; the durable ones (a breaker opening, a terminal state, an upstream-hinted
+cooldown) are awaited before the answer is returned. A failed write is logged and dropped: the
+state store stays authoritative while the process lives. Breakers are ours
+(``domain_circuit_breakers``); connection rows belong to routing, which hands in the writer
+(``resilience.hooks``).
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from resilience.db import db_sync_to_async
-from resilience.domain.breaker import Breaker, BreakerPolicy
+from omniroute.core.tasks import write_in_background
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy
 from resilience.domain.connection_state import ConnectionState
+from resilience.hooks import hooks
 
 logger = logging.getLogger(__name__)
-_pending: set[asyncio.Task[None]] = set()
 
 
 def policy_to_dict(policy: BreakerPolicy) -> dict[str, Any]:
@@ -83,68 +83,24 @@ def _delete_row(name: str) -> None:
     CircuitBreaker.objects.filter(name=name).delete()
 
 
-def _run(fn: Callable[..., None], *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception:
-        logger.exception("write-through failed (%s)", getattr(fn, "__name__", fn))
-
-
-def _schedule(fn: Callable[..., None], *args: Any) -> asyncio.Task[None]:
-    task = asyncio.get_running_loop().create_task(db_sync_to_async(_run)(fn, *args))
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
-    return task
-
-
-def write_in_background(fn: Callable[..., None], *args: Any) -> asyncio.Task[None]:
-    """Queue ``fn(*args)`` (sync: one short write of a row) behind the other write-through
-    writes: in order, on Django's sync thread, best effort (a failure is logged and dropped).
-    Routing queues the durable copies of its own short-lived state here (session-affinity
-    pins), so that ``persistence_flush`` waits for them too."""
-    return _schedule(fn, *args)
-
-
 def persist_breaker(
     name: str, breaker: Breaker, policy: BreakerPolicy | None
 ) -> asyncio.Task[None]:
     """Queue the write of ``breaker``'s current state (with its policy, when known). Await the
-    task for a write that must land before the answer (spec decision 18: an opening)."""
+    task for a write that must land before the answer (an opening)."""
     data = breaker.to_dict()
     if policy is not None:
         data["policy"] = policy_to_dict(policy)
-    return _schedule(_save_row, name, data)
+    return write_in_background(_save_row, name, data)
 
 
 def persist_breaker_deleted(name: str) -> None:
     """Queue the deletion of ``name``'s row."""
-    _schedule(_delete_row, name)
-
-
-async def persistence_flush() -> None:
-    """Wait until every queued write has run (tests, shutdown)."""
-    loop = asyncio.get_running_loop()
-    while mine := [task for task in _pending if task.get_loop() is loop]:
-        await asyncio.gather(*mine, return_exceptions=True)
-
-
-ConnectionWriter = Callable[[int, ConnectionState], None]
-
-
-class _Writers:
-    """The owner of the connection rows hands in its writer (resilience never imports
-    routing: the layers point one way)."""
-
-    connection: ConnectionWriter | None = None
-
-
-def register_connection_writer(writer: ConnectionWriter) -> None:
-    """Routing's write of a connection's cooldown and error columns (sync, one UPDATE)."""
-    _Writers.connection = writer
+    write_in_background(_delete_row, name)
 
 
 def _save_connection_state(connection_id: int, data: dict[str, Any]) -> None:
-    writer = _Writers.connection
+    writer = hooks().connection_writer  # routing's: it owns the connection rows
     if writer is None:
         logger.warning(
             "no connection writer registered: connection %s not persisted", connection_id
@@ -155,8 +111,8 @@ def _save_connection_state(connection_id: int, data: dict[str, Any]) -> None:
 
 def persist_connection_state(connection_id: int, state: ConnectionState) -> asyncio.Task[None]:
     """Queue the write of a connection's cooldown and error columns. Await the task for a write
-    that must land before the answer (spec decision 18: terminal states, hinted cooldowns)."""
-    return _schedule(_save_connection_state, connection_id, state.to_dict())
+    that must land before the answer (terminal states, hinted cooldowns)."""
+    return write_in_background(_save_connection_state, connection_id, state.to_dict())
 
 
 def persisted_breakers() -> dict[str, dict[str, Any]]:
@@ -192,16 +148,16 @@ def persist_lock_record(
     provider: str, connection_id: int, record: dict[str, Any] | None, until: float
 ) -> asyncio.Task[None]:
     """Queue the write of a connection's lock record (``None``: its deletion), live until
-    ``until``. Await the task for a lock that must be durable before the answer (decision 18:
-    an upstream-hinted one)."""
+    ``until``. Await the task for a lock that must be durable before the answer (an
+    upstream-hinted one)."""
     if record is None:
-        return _schedule(_delete_lock_row, provider, connection_id)
-    return _schedule(_save_lock_row, provider, connection_id, record, until)
+        return write_in_background(_delete_lock_row, provider, connection_id)
+    return write_in_background(_save_lock_row, provider, connection_id, record, until)
 
 
 def persist_lock_records_cleared() -> asyncio.Task[None]:
     """Queue the deletion of every lock record's row."""
-    return _schedule(_delete_lock_rows)
+    return write_in_background(_delete_lock_rows)
 
 
 def persisted_lock_records(now: float) -> dict[tuple[str, int], dict[str, Any]]:

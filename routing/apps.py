@@ -4,13 +4,15 @@ from typing import TYPE_CHECKING
 
 from django.apps import AppConfig
 
+import routing.domain.settings.sections  # noqa: F401  registers routing's settings sections
+
 if TYPE_CHECKING:
-    from resilience.api.health import HealthPolicies
+    from resilience.hooks import HealthPolicies
 
 
 async def health_policies() -> HealthPolicies:
     """The configured breaker policies, as the health payload reports them."""
-    from resilience.api.health import HealthPolicies
+    from resilience.hooks import HealthPolicies
     from routing.snapshot import current_snapshot
 
     snapshot = await current_snapshot()
@@ -21,34 +23,46 @@ async def health_policies() -> HealthPolicies:
     )
 
 
+def install_for_leases() -> None:
+    """Hand leases what its lease API needs of routing (the key a request presents, a model's
+    candidate connections, their live state): leases never imports routing."""
+    from routing.lease_access import install_lease_access
+
+    install_lease_access()
+
+
 class RoutingConfig(AppConfig):
     name = "routing"
     verbose_name = "Routing"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Hand resilience what routing owns: resilience never imports routing (the layers
-        point one way), so the connection names, the expired re-check pass, the write of a
-        connection's state to its row, the breaker policies health reports and the session
-        affinity pins to restore with the breakers come in here."""
-        from resilience.api.health import set_admission_source, set_policy_source
-        from resilience.persistence import register_connection_writer
-        from resilience.services.housekeeping import (
-            register_durable_state,
-            register_expired_recheck,
-        )
-        from resilience.services.lockout_operations import register_connection_names
-        from routing.guards.admission import admission_stats
+        """Hand resilience what routing owns, in one object: resilience never imports routing
+        (the layers point one way), so the connection names, the expired re-check pass, the
+        write of a connection's state to its row, the breaker policies and admission counts
+        health reports and the session-affinity pins to restore with the breakers come in
+        here (see ``resilience.hooks``)."""
+        from omniroute.core.observability.metrics import register_state
+        from resilience.hooks import DurableState, RoutingHooks, install_hooks
+        from routing.metrics import ProviderCollector
+        from routing.proxy.guards.admission import admission_stats
         from routing.selectors import connection_names
         from routing.services.affinity import affinity_pins_restore, affinity_pins_sweep
         from routing.services.connections import connection_state_write
         from routing.services.expired import expired_recheck_pass_now
 
-        register_connection_names(connection_names)
-        register_expired_recheck(expired_recheck_pass_now)
-        register_connection_writer(connection_state_write)
-        set_policy_source(health_policies)
-        set_admission_source(admission_stats)
-        register_durable_state(
+        pins = DurableState(
             "session affinity pins", restore=affinity_pins_restore, sweep=affinity_pins_sweep
         )
+        install_hooks(
+            RoutingHooks(
+                connection_names=connection_names,
+                expired_recheck=expired_recheck_pass_now,
+                connection_writer=connection_state_write,
+                health_policies=health_policies,
+                admission_stats=admission_stats,
+                durable_states=(pins,),
+            )
+        )
+        install_for_leases()  # leases' access to routing, apart from resilience's hooks
+        register_state("providers", ProviderCollector())  # the per-provider gauges of /metrics

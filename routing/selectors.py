@@ -15,23 +15,25 @@ from zoneinfo import ZoneInfo
 
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from resilience.domain.attempt_overrides import attempt_overrides_read, with_overrides
-from resilience.domain.attempt_policy import AttemptPolicy
+from omniroute.core.state import get_store
+from resilience.domain.attempts.policy import AttemptPolicy
+from resilience.domain.connection_state import TERMINAL as TERMINAL_STATUSES
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.policies import (
     breaker_policy_for,
     cooldown_profile_for,
     window_gate_policy_for,
 )
-from resilience.selectors import resilience_settings_current
-from resilience.selectors_rules import rules_for_snapshot
-from resilience.services.connections import connection_state_get
-from resilience.state import get_store
-from routing.domain.combo_options import options_read
-from routing.domain.config import (
+from resilience.domain.settings.document import resilience_settings_of
+from resilience.selectors.rules import rules_for_snapshot
+from resilience.selectors.settings import settings_resolved_current
+from resilience.services.connections import connection_state_get, connection_states_recorded
+from resilience.services.lockout_operations import lockouts_by_connection
+from routing.domain.config.combo_options import options_read
+from routing.domain.config.snapshot import (
     CatalogEntry,
     ComboInfo,
     ComboStep,
@@ -41,8 +43,17 @@ from routing.domain.config import (
     ProviderInfo,
     managed_connection_set,
 )
-from routing.domain.fallback import parse_emergency_fallback
-from routing.domain.rate_limits import read_overrides
+from routing.domain.plan.fallback import parse_emergency_fallback
+from routing.domain.quota.rate_limits import read_overrides
+from routing.domain.settings.overrides import attempt_overrides_read, with_overrides
+from routing.domain.settings.sections import (
+    ATTEMPTS,
+    COMBO_COOLDOWN_WAIT,
+    QUOTA_SHARE,
+    REQUEST_QUEUE,
+    SESSION_AFFINITY,
+    STREAM_RECOVERY,
+)
 from routing.models import (
     ClientApiKey,
     Combo,
@@ -247,7 +258,8 @@ def config_snapshot_build(
     queryset = ClientApiKey.objects.prefetch_related("allowed_connections")
     keys = {k.key_hash: _key_info(k) for k in queryset}
     providers = {p.slug: _provider_info(p) for p in Provider.objects.all()}
-    settings = resilience_settings_current()
+    resolved = settings_resolved_current()
+    settings = resilience_settings_of(resolved)
     lockout = settings.model_lockout
     gates = {
         slug: window_gate_policy_for(p.category, settings, os.environ)
@@ -260,13 +272,13 @@ def config_snapshot_build(
         providers=providers,
         connections=connection_list_routable(),
         keys_by_hash=keys,
-        combos=combo_list_snapshot(settings.attempts),
+        combos=combo_list_snapshot(resolved[ATTEMPTS]),
         breaker_policies={
             slug: breaker_policy_for(p.category, settings, os.environ)
             for slug, p in providers.items()
         },
         gate_policies={slug: gate for slug, gate in gates.items() if gate is not None},
-        cooldown_profiles={  # the model lockout's maxCooldownMs caps connection cooldowns (§4.2)
+        cooldown_profiles={  # the model lockout's maxCooldownMs caps connection cooldowns
             slug: cooldown_profile_for(p.category, settings, os.environ, lockout.max_cooldown_ms)
             for slug, p in providers.items()
         },
@@ -275,14 +287,14 @@ def config_snapshot_build(
         time_zone=ZoneInfo(django_settings.TIME_ZONE),
         lockout=lockout,
         availability=settings.availability,
-        attempts=settings.attempts,
-        stream_recovery=settings.stream_recovery,
+        attempts=resolved[ATTEMPTS],
+        stream_recovery=resolved[STREAM_RECOVERY],
         catalog=catalog_list_snapshot(),
         emergency_fallback=emergency_fallback_current(),
-        request_queue=settings.request_queue,
-        quota_share=settings.quota_share,
-        combo_cooldown_wait=settings.combo_cooldown_wait,
-        session_affinity=settings.session_affinity,
+        request_queue=resolved[REQUEST_QUEUE],
+        quota_share=resolved[QUOTA_SHARE],
+        combo_cooldown_wait=resolved[COMBO_COOLDOWN_WAIT],
+        session_affinity=resolved[SESSION_AFFINITY],
         managed_connections=managed_connection_set(keys.values(), now or timezone.now()),
     )
 
@@ -297,3 +309,42 @@ def emergency_fallback_current() -> dict[str, str]:
     except ValueError as error:
         logger.error("emergency fallback %r ignored: %s", text, error)
         return {}
+
+
+# A connection's live state as the admin's filter and the API's ``?state=`` name it.
+COOLING, TERMINAL, LOCKED = "cooling", "terminal", "locked"
+LIVE_STATES = (COOLING, TERMINAL, LOCKED)
+
+
+def connections_in_live_state(
+    connections: QuerySet[ProviderConnection], state: str
+) -> QuerySet[ProviderConnection]:
+    """``connections`` narrowed to one of :data:`LIVE_STATES` (``locked``: with a locked
+    model); ``ValueError`` for any other state.
+
+    Cooling and terminal read the store's records in one scan and ask the database only for
+    the rows without a record whose own columns say so: a list of thousands of healthy
+    connections costs neither a store read nor a row load per connection."""
+    if state == LOCKED:
+        return connections.filter(pk__in=list(lockouts_by_connection()))
+    if state not in (COOLING, TERMINAL):
+        raise ValueError(state)
+    now = timezone.now()
+    matches = _is_terminal if state == TERMINAL else _is_cooling
+    recorded = async_to_sync(connection_states_recorded)(store=get_store())
+    ids = {pk for pk, live in recorded.items() if matches(live, now.timestamp())}
+    durable = connections.exclude(pk__in=list(recorded)).filter(
+        Q(test_status__in=TERMINAL_STATUSES)
+        if state == TERMINAL
+        else Q(rate_limited_until__gt=now) & ~Q(test_status__in=TERMINAL_STATUSES)
+    )
+    ids.update(durable.values_list("pk", flat=True))
+    return connections.filter(pk__in=ids)
+
+
+def _is_cooling(state: ConnectionState, now: float) -> bool:
+    return not state.is_terminal and state.remaining(now) > 0
+
+
+def _is_terminal(state: ConnectionState, now: float) -> bool:
+    return state.is_terminal

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 
-from resilience.db import db_sync_to_async
-from resilience.services.config_version import (
+from omniroute.core.config_version import (
     config_local_bump,
     config_local_version,
     config_remote_version,
 )
-from routing.domain.config import ConfigSnapshot
+from omniroute.core.db import db_sync_to_async
+from routing.domain.config.snapshot import ConfigSnapshot
 from routing.selectors import config_snapshot_build
 
 

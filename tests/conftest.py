@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from pytest_django import DjangoDbBlocker
 
-from resilience import state as resilience_state
-from resilience.store import MemoryStore
+from omniroute.core import state as resilience_state
+from omniroute.core.store import MemoryStore
 from tests.databases import (
     delete_keys,
     drop_made_databases,
@@ -51,11 +51,11 @@ async def settle_background_writes() -> AsyncIterator[None]:
     next test's database, or lock SQLite while the test database is flushed.
     """
     yield
+    from omniroute.core import tasks
     from omniroute.dashboard.events import publisher
-    from resilience.persistence import persistence_flush
-    from routing.guards import egress
+    from routing.proxy.guards import egress
 
-    await persistence_flush()
+    await tasks.flush()
     await publisher.settle()
     pending = [t for t in egress._background if t.get_loop() is asyncio.get_running_loop()]
     await asyncio.gather(*pending, return_exceptions=True)

@@ -1,5 +1,5 @@
-"""A throwaway ``redis-server`` for outage tests: :mod:`routing.redis_server`, skipped (failed
-when ``CI=true``) where no ``redis-server`` is installed."""
+"""A throwaway ``redis-server`` for outage tests: :mod:`omniroute.tools.redis_server`,
+skipped (failed when ``CI=true``) where no ``redis-server`` is installed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from routing import redis_server
-from routing.redis_server import RedisServer
+from omniroute.tools import redis_server
+from omniroute.tools.redis_server import RedisServer
 
 __all__ = ["RedisServer", "redis_server_binary", "running_redis"]
 

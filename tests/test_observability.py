@@ -51,7 +51,7 @@ def test_an_ipv6_address_is_bracketed() -> None:
     assert listening_url("::1", 8000) == "http://[::1]:8000"
 
 
-@pytest.mark.parametrize("name", ["django.request", "django.server", "routing.proxy"])
+@pytest.mark.parametrize("name", ["django.request", "django.server", "routing.proxy.shell"])
 def test_every_record_reaches_one_console_handler(name: str) -> None:
     """Django's default configuration gave ``django`` a console handler of its own, on top of
     the root's: each of its warnings was printed twice."""
@@ -82,6 +82,21 @@ def test_metrics_add_up_every_process(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_metrics_answer_only_get() -> None:
     assert Client().post("/metrics").status_code == 405
+
+
+def test_metrics_need_the_bearer_token_when_one_is_set(settings: Any) -> None:
+    settings.METRICS_TOKEN = "scrape-token-0123456789"
+    for presented in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "x"}):
+        refused = Client().get("/metrics", headers=presented)
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == "invalid_metrics_token"
+        assert refused["WWW-Authenticate"] == "Bearer"
+        assert b"omniroute_" not in refused.content
+    served = Client().get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-0123456789")
+    assert served.status_code == 200
+    assert b"# TYPE" in served.content
+    settings.METRICS_TOKEN = ""
+    assert Client().get("/metrics").status_code == 200
 
 
 def test_liveness_needs_nothing_but_the_process() -> None:

@@ -1,4 +1,4 @@
-"""The lease state machine's decisions and its time arithmetic (reference-part2 §2.5, §2.6).
+"""The lease state machine's decisions and its time arithmetic.
 
 The services read the rows, ask these functions what to do and persist the answer. Only ACTIVE
 rows bind, and each operation runs after lazy expiry, so "the owner's lease" below is always an

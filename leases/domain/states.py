@@ -1,5 +1,5 @@
-"""The vocabulary of leases: row states, end reasons and operation outcomes
-(reference-part2 §2.4, §2.6). Model choices and the API derive from these, never the reverse."""
+"""The vocabulary of leases: row states, end reasons and operation outcomes.
+Model choices and the API derive from these, never the reverse."""
 
 from __future__ import annotations
 
@@ -49,3 +49,13 @@ class LeaseOutcome(StrEnum):
     AUTHORIZATION_MISMATCH = "AUTHORIZATION_MISMATCH"
     CONNECTION_MISMATCH = "CONNECTION_MISMATCH"
     VALID = "VALID"
+
+
+# What an operator may give as the reason of a revocation: the clock's and the client's own
+# reasons (TTL_EXPIRED, OWNER_EXIT, CLIENT_CANCELLED) are not theirs to give.
+REVOKE_REASONS = tuple(
+    reason
+    for reason in EndReason
+    if reason not in {EndReason.TTL_EXPIRED, EndReason.OWNER_EXIT, EndReason.CLIENT_CANCELLED}
+)
+DEFAULT_REVOKE_REASON = EndReason.AUTHORIZATION_CHANGED

@@ -1,4 +1,4 @@
-"""Lease owner tokens, generations, TTLs and retry hints (reference-part2 §2.3, §2.5, §2.8, §2.9).
+"""Lease owner tokens, generations, TTLs and retry hints.
 
 A lease owner is an opaque token the client makes up: ``vlo_`` followed by exactly 43
 base64url characters. The gateway keeps only its SHA-256, never the token itself, so a
@@ -63,7 +63,7 @@ def clamp_ttl_ms(ttl_ms: int | None) -> int:
 
 def retry_after_seconds(expires_at: datetime | None, now: datetime) -> int:
     """Whole seconds until ``expires_at`` for a ``Retry-After``, rounded up and kept within
-    [1, 3600]; 1 when the expiry is unknown (reference-part2 §2.9)."""
+    [1, 3600]; 1 when the expiry is unknown."""
     if expires_at is None:
         return MIN_RETRY_AFTER_SECONDS
     seconds = math.ceil((expires_at - now).total_seconds())

@@ -11,9 +11,9 @@ class DashboardConfig(AppConfig):
     verbose_name = "Live dashboard"
 
     def ready(self) -> None:
+        from omniroute.core.events import listen
         from omniroute.dashboard.events import publisher, traffic
-        from resilience.events import listen
-        from routing.telemetry import on_request
+        from routing.proxy.telemetry import on_request
 
         listen(publisher.on_event)
         on_request(traffic.record)

@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
-from omniroute.dashboard.snapshot import TrafficWindow, dashboard_snapshot
+from omniroute.dashboard.snapshot import dashboard_snapshot
 
 __all__ = ["dashboard"]
 
@@ -16,6 +16,6 @@ def dashboard(request: HttpRequest) -> TemplateResponse:
     context = {
         **admin.site.each_context(request),
         "title": "Live dashboard",
-        "snapshot": async_to_sync(dashboard_snapshot)(TrafficWindow(), db=sync_to_async),
+        "snapshot": async_to_sync(dashboard_snapshot)(db=sync_to_async),
     }
     return TemplateResponse(request, "admin/dashboard.html", context)

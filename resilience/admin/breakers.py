@@ -8,19 +8,19 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html_join
 
-from resilience.admin._base import ModelAdminBase, human_seconds, moment
-from resilience.domain.breaker import Breaker, BreakerState
+from omniroute.core.admin import ModelAdminBase, Tone, human_seconds, moment, state_badge
+from resilience.domain.breaker.machine import Breaker, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.persistence import policy_from_dict
 from resilience.services.operations import breakers_reset
 
-STATE_COLOURS = {
-    BreakerState.CLOSED: "#2e7d32",
-    BreakerState.DEGRADED: "#f9a825",
-    BreakerState.OPEN: "#c62828",
-    BreakerState.HALF_OPEN: "#ef6c00",
+STATE_TONES = {
+    BreakerState.CLOSED: Tone.OK,
+    BreakerState.DEGRADED: Tone.WARN,
+    BreakerState.OPEN: Tone.BAD,
+    BreakerState.HALF_OPEN: Tone.WARN,
 }
 RECENT_TRANSITIONS = 3
 
@@ -33,13 +33,20 @@ def _breaker(row: CircuitBreaker) -> Breaker:
 class CircuitBreakerAdmin(ModelAdminBase):
     """Read-only breaker state; operators act through the reset action."""
 
-    list_display = (
-        "name", "coloured_state", "failure_count", "retry_after", "open_cycles",
-        "recent_transitions", "updated",
-    )  # fmt: skip
+    # One state column with the time left; the transitions are on the breaker's page.
+    list_display = ("name", "coloured_state", "failure_count", "open_cycles", "updated")
     list_filter = ("state",)
     search_fields = ("name",)
-    readonly_fields = ("name", "state", "failure_count", "last_failure", "options")
+    readonly_fields = (
+        "name",
+        "coloured_state",
+        "failure_count",
+        "retry_after",
+        "open_cycles",
+        "recent_transitions",
+        "last_failure",
+        "options",
+    )
     actions = ("reset_breakers",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -50,9 +57,13 @@ class CircuitBreakerAdmin(ModelAdminBase):
 
     @admin.display(description="state", ordering="state")
     def coloured_state(self, row: CircuitBreaker) -> str:
+        """The state, and while requests are held back the time until the next may go
+        through: "open 18 s", "half-open", "degraded", "closed"."""
         state = _breaker(row).state
-        colour = STATE_COLOURS.get(state, "#555")
-        return format_html('<b style="color:{}">{}</b>', colour, state.value.upper())
+        text = state.value.replace("_", "-")
+        if (wait := self.retry_after(row)) != "—":
+            text = f"{text} {wait}"
+        return state_badge(text, STATE_TONES.get(state, Tone.QUIET))
 
     @admin.display(description="updated", ordering="updated_at")
     def updated(self, row: CircuitBreaker) -> str:
@@ -74,10 +85,14 @@ class CircuitBreakerAdmin(ModelAdminBase):
     @admin.display(description="recent transitions")
     def recent_transitions(self, row: CircuitBreaker) -> str:
         steps = _breaker(row).transitions[-RECENT_TRANSITIONS:]
-        return format_html_join(
-            "", "<div>{} → {} ({})</div>",
-            ((s.from_state.value, s.to_state.value, s.reason) for s in reversed(steps)),
-        ) or "—"  # fmt: skip
+        return (
+            format_html_join(
+                "",
+                "<div>{} → {} ({})</div>",
+                ((s.from_state.value, s.to_state.value, s.reason) for s in reversed(steps)),
+            )
+            or "—"
+        )
 
     def has_reset_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("resilience.change_circuitbreaker"))

@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from resilience.admin._base import ModelAdminBase, human_seconds
+from omniroute.core.admin import ModelAdminBase, human_seconds
 from resilience.models import ModelCooldown
 from resilience.services.lockout_operations import (
     LabelledLock,
@@ -30,6 +30,16 @@ from resilience.services.lockout_operations import (
 )
 
 TEMPLATE = "admin/resilience/model_cooldowns.html"
+COLUMNS = (  # (class suffix, heading) of the table's columns, in order
+    ("provider", "Provider"),
+    ("connection", "Connection"),
+    ("model", "Model"),
+    ("reason", "Reason"),
+    ("timer", "Timer"),
+    ("failures", "Failures"),
+    ("expires", "Expires"),
+    ("remaining", "Remaining"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +110,7 @@ class ModelCooldownAdmin(ModelAdminBase):
             "opts": self.opts,
             "title": "Model cooldowns",
             "rows": [_row(labelled) for labelled in lockouts_active()],
+            "columns": COLUMNS,
             "can_unlock": self.has_change_permission(request),
             **(extra_context or {}),
         }

@@ -14,9 +14,17 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.text import Truncator
 
-from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin, human_seconds
-from resilience.rules_models import ProviderErrorRule, StatusRestatementRule
+from omniroute.core.admin import (
+    LinesField,
+    ModelFormBase,
+    ServiceAdmin,
+    Tone,
+    human_seconds,
+    state_badge,
+)
+from resilience.models.rules import ProviderErrorRule, StatusRestatementRule
 from resilience.services.rules import (
     error_rule_delete,
     error_rule_save,
@@ -26,6 +34,9 @@ from resilience.services.rules import (
 )
 
 RuleRow = ProviderErrorRule | StatusRestatementRule
+# The list shortens long texts (the change page shows them whole).
+MATCH_SHOWN_CHARS = 60
+MARKERS_SHOWN_CHARS = 90
 
 
 class StatusListField(LinesField):
@@ -76,6 +87,14 @@ class _RuleAdmin(ServiceAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
+    @admin.display(description="origin", ordering="is_enabled")
+    def origin(self, obj: RuleRow) -> str:
+        """Built-in or the operator's, and whether it is on."""
+        kind = "built-in" if obj.is_builtin else "operator"
+        if obj.is_enabled:
+            return state_badge(f"{kind}, on", Tone.OK)
+        return state_badge(f"{kind}, off", Tone.QUIET)
+
     @admin.action(description="Enable selected rules", permissions=["change"])
     def enable_rules(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._set_enabled(request, queryset, enabled=True)
@@ -96,17 +115,26 @@ class _RuleAdmin(ServiceAdmin):
 class ProviderErrorRuleAdmin(_RuleAdmin):
     """Provider error rules: operator rules are tried before the built-in catalog."""
 
-    list_display = (
-        "provider", "rule_id", "status", "match", "header", "scope", "reason", "cooldown",
-        "is_builtin", "is_enabled",
-    )  # fmt: skip
+    # What it matches, what it does, and whether it is on: fits a 1 280-pixel screen.
+    list_display = ("rule_id", "provider", "matches", "effect", "cooldown", "origin")
     list_filter = ("provider", "is_builtin", "is_enabled", "scope", "reason")
     search_fields = ("provider", "rule_id", "match", "header_name")
     fields = (
-        "provider", "rule_id", "position", "is_enabled", "is_builtin", "status", "match",
-        "header_name", "header_match", "header_value", "scope", "reason", "cooldown_ms",
+        "provider",
+        "rule_id",
+        "position",
+        "is_enabled",
+        "is_builtin",
+        "status",
+        "match",
+        "header_name",
+        "header_match",
+        "header_value",
+        "scope",
+        "reason",
+        "cooldown_ms",
         "parse_reset_countdown",
-    )  # fmt: skip
+    )
 
     @admin.display(description="header")
     def header(self, obj: ProviderErrorRule) -> str:
@@ -114,6 +142,20 @@ class ProviderErrorRuleAdmin(_RuleAdmin):
             return "—"
         operator = "contains" if obj.header_match == "contains" else "="
         return f"{obj.header_name} {operator} {obj.header_value!r}"
+
+    @admin.display(description="matches", ordering="status")
+    def matches(self, obj: ProviderErrorRule) -> str:
+        """Status, body text (shortened) and header, e.g. 429 · body “quota” · x-h = '0'."""
+        parts = [str(obj.status) if obj.status else "any status"]
+        if obj.match:
+            parts.append(f"body “{Truncator(obj.match).chars(MATCH_SHOWN_CHARS)}”")
+        if obj.header_name:
+            parts.append(self.header(obj))
+        return " · ".join(parts)
+
+    @admin.display(description="effect", ordering="reason")
+    def effect(self, obj: ProviderErrorRule) -> str:
+        return f"{obj.reason} on the {obj.scope}"
 
     @admin.display(description="cooldown", ordering="cooldown_ms")
     def cooldown(self, obj: ProviderErrorRule) -> str:
@@ -140,15 +182,28 @@ class StatusRestatementRuleAdmin(_RuleAdmin):
 
     form = StatusRestatementRuleForm
     list_display = (
-        "provider", "rule_id", "statuses", "to_status", "markers", "retry_after",
-        "is_builtin", "is_enabled",
-    )  # fmt: skip
+        "rule_id",
+        "provider",
+        "statuses",
+        "to_status",
+        "markers",
+        "retry_after",
+        "origin",
+    )
     list_filter = ("provider", "is_builtin", "is_enabled")
     search_fields = ("provider", "rule_id")
     fields = (
-        "provider", "rule_id", "position", "is_enabled", "is_builtin", "from_statuses",
-        "to_status", "text_markers", "exclude_markers", "default_retry_after_ms",
-    )  # fmt: skip
+        "provider",
+        "rule_id",
+        "position",
+        "is_enabled",
+        "is_builtin",
+        "from_statuses",
+        "to_status",
+        "text_markers",
+        "exclude_markers",
+        "default_retry_after_ms",
+    )
 
     @admin.display(description="from statuses")
     def statuses(self, obj: StatusRestatementRule) -> str:
@@ -158,7 +213,8 @@ class StatusRestatementRuleAdmin(_RuleAdmin):
     def markers(self, obj: StatusRestatementRule) -> str:
         shown = ", ".join(obj.text_markers or ())
         excluded = ", ".join(obj.exclude_markers or ())
-        return f"{shown} (not {excluded})" if excluded else shown
+        text = f"{shown} (not {excluded})" if excluded else shown
+        return Truncator(text).chars(MARKERS_SHOWN_CHARS)
 
     @admin.display(description="default retry-after", ordering="default_retry_after_ms")
     def retry_after(self, obj: StatusRestatementRule) -> str:

@@ -1,11 +1,13 @@
 """Django admin for resilience: the settings page (one document, edited field by field).
 
-The form has one field per ``SCHEMA`` row, labelled in words (``settings_text``) with the
-dotted path named in its help text, grouped by section under headings. Only the fields the
-operator changed form the patch, so untouched settings keep following their defaults and
-environment overrides. ``clean()`` runs the API's strict ``validate_patch`` and saving calls
-``resilience_settings_update``: the same rules and the same write path as ``PATCH
-/api/resilience``.
+The form has one field per row of the registered sections (``SETTINGS``), labelled in words
+(``settings_text``) with the dotted path named in its help text. The page shows each section of
+the document as one collapsible part (``settings_page``): closed, unless it holds a value that
+differs from its default or a field with an error; each such value is marked with its default.
+Only the fields the operator changed form the patch, so untouched settings keep following their
+defaults and environment overrides. ``clean()`` runs the API's strict
+``validate_patch`` and saving calls ``resilience_settings_update``: the same rules and the same
+write path as ``PATCH /api/resilience``.
 """
 
 from __future__ import annotations
@@ -17,21 +19,29 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils.html import format_html
 
-from resilience.admin._base import ModelAdminBase, ModelFormBase
-from resilience.admin.settings_text import group_heading, help_for, label_for
-from resilience.domain.settings import (
+from omniroute.core.admin import ModelAdminBase, ModelFormBase
+from omniroute.core.settings import (
     ROOT_FIELD,
-    SCHEMA,
+    SETTINGS,
     FieldSpec,
     Kind,
     SettingsError,
     flatten,
     unflatten,
-    validate_patch,
 )
+from resilience.admin.settings_page import (
+    changed_paths,
+    groups,
+    page_sections,
+    section_of,
+    settings_defaults,
+    shown,
+)
+from resilience.admin.settings_text import group_heading, help_for, label_for
 from resilience.models import ResilienceSettings
-from resilience.selectors import SETTINGS_PK
+from resilience.selectors.settings import SETTINGS_PK
 from resilience.services import resilience_settings_document, resilience_settings_update
 
 if TYPE_CHECKING:
@@ -41,6 +51,11 @@ if TYPE_CHECKING:
 def field_name(path: str) -> str:
     """The form field of a dotted settings path (dots do not belong in HTML ids)."""
     return path.replace(".", "__")
+
+
+def field_path(name: str) -> str:
+    """The dotted settings path of a form field."""
+    return name.replace("__", ".")
 
 
 def _optional_bool_widget() -> forms.NullBooleanSelect:
@@ -99,7 +114,8 @@ def _help(path: str, spec: FieldSpec, allowed: str = "") -> str:
 
 
 class _SettingsFormBase(ModelFormBase):
-    """Initial values are the resolved document; ``patch`` holds the validated changes."""
+    """Initial values are the resolved document; ``patch`` holds the validated changes;
+    ``changed`` the paths whose value differs from the default, each marked on the page."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -107,16 +123,35 @@ class _SettingsFormBase(ModelFormBase):
         for path, value in flatten(self.current).items():
             self.initial.setdefault(field_name(path), value)
         self.patch: dict[str, Any] = {}
+        defaults = settings_defaults()
+        self.changed = changed_paths(self.current, defaults)
+        for path in self.changed:
+            self._mark_changed(path, defaults.get(path))
+
+    def _mark_changed(self, path: str, default: Any) -> None:
+        field = self.fields[field_name(path)]
+        marker = format_html(
+            '<strong class="changed-from-default" data-path="{}">Changed; the default is {}.'
+            "</strong> ",
+            path,
+            shown(default),
+        )
+        field.help_text = marker + field.help_text
+        field.widget.attrs["class"] = "changed-from-default"
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         if self.errors:  # a field that failed its own cleaning is missing from ``cleaned``
             return cleaned
-        changed = {p: cleaned[field_name(p)] for p in SCHEMA if field_name(p) in self.changed_data}
+        changed = {
+            p: cleaned[field_name(p)]
+            for p in SETTINGS.schema.fields
+            if field_name(p) in self.changed_data
+        }
         if not changed:
             return cleaned
         try:
-            self.patch = validate_patch(unflatten(changed), self.current)
+            self.patch = SETTINGS.validate_patch(unflatten(changed), self.current)
         except SettingsError as exc:
             for path, message in exc.errors.items():
                 self.add_error(None if path == ROOT_FIELD else field_name(path), message)
@@ -130,21 +165,23 @@ class _SettingsFormBase(ModelFormBase):
 ResilienceSettingsForm = type(
     "ResilienceSettingsForm",
     (_SettingsFormBase,),
-    {field_name(path): _form_field(path, spec) for path, spec in SCHEMA.items()},
+    {field_name(path): _form_field(path, spec) for path, spec in SETTINGS.schema.fields.items()},
 )
 
 
 def _fieldsets() -> _FieldsetSpec:
-    """One fieldset per group of the document, headed and described in words."""
-    groups: dict[str, list[str]] = {}
-    for path in SCHEMA:
-        groups.setdefault(path.rsplit(".", 1)[0], []).append(field_name(path))
-    return [_fieldset(group, names) for group, names in groups.items()]
+    """One fieldset per group of the document; the template puts them in their sections."""
+    return [_fieldset(group, paths) for group, paths in groups().items()]
 
 
-def _fieldset(group: str, names: list[str]) -> tuple[str, _FieldOpts]:
+def _fieldset(group: str, paths: list[str]) -> tuple[str | None, _FieldOpts]:
+    fields = tuple(map(field_name, paths))
+    if group == section_of(group):  # the section's own fields: its part carries the words
+        return None, {"fields": fields}
     heading, description = group_heading(group)
-    return heading, {"fields": tuple(names), "description": description}
+    if description == group_heading(section_of(group))[1]:
+        return heading, {"fields": fields}  # said once, above the section's groups
+    return heading, {"fields": fields, "description": description}
 
 
 @admin.register(ResilienceSettings)
@@ -153,6 +190,7 @@ class ResilienceSettingsAdmin(ModelAdminBase):
 
     form = ResilienceSettingsForm
     fieldsets = _fieldsets()
+    change_form_template = "admin/resilience/resiliencesettings/change_form.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -175,6 +213,16 @@ class ResilienceSettingsAdmin(ModelAdminBase):
     ) -> HttpResponse:
         url = reverse("admin:resilience_resiliencesettings_change", args=[SETTINGS_PK])
         return HttpResponseRedirect(url)
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        """The page, its fieldsets gathered into the document's sections."""
+        adminform = context["adminform"]
+        form = adminform.form
+        errors = [field_path(name) for name in form.errors if name in form.fields]
+        context["settings_sections"] = page_sections(adminform, form.changed, errors)
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if form.patch:

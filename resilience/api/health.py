@@ -1,20 +1,18 @@
 """``/api/monitoring/health``, ``/api/resilience/reset``, ``/healthz`` and ``/readyz``.
 
 Health reports ``degraded`` while a provider breaker is open or while the state store serves
-from process-local state because Redis is unreachable (spec decision 18). Readiness depends on
+from process-local state because Redis is unreachable. Readiness depends on
 the database only: a Redis outage never makes the gateway "not ready".
 
-Routing owns the configured breaker policies; it hands them in with ``set_policy_source`` when
-the app is ready, so this module never imports routing. The operator check is the management
-API's default permission (``DEFAULT_PERMISSION_CLASSES``).
+Routing owns the configured breaker policies and the admission gates; it hands them in with
+``resilience.hooks`` when the app is ready, so this module never imports routing. The operator
+check is the management API's default permission (``DEFAULT_PERMISSION_CLASSES``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, cast
 
 from asgiref.sync import async_to_sync
@@ -30,21 +28,21 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from resilience.domain.breaker import BreakerPolicy
-from resilience.services.lockouts import LockView, lockout_list
+from omniroute.core.state import (
+    get_store,
+    store_backend,
+    store_degraded_reason,
+    store_degraded_since,
+)
+from omniroute.core.store import StateStore
+from resilience.hooks import hooks
+from resilience.services.lockout_operations import LockView, lockout_list
 from resilience.services.operations import (
     breaker_statuses,
     breakers_reset,
     health_status,
     timestamp,
 )
-from resilience.state import (
-    get_store,
-    store_backend,
-    store_degraded_reason,
-    store_degraded_since,
-)
-from resilience.store import StateStore
 
 CACHE_SECONDS = 1.0
 DEGRADED: dict[str, Any] = {
@@ -58,49 +56,9 @@ DEGRADED: dict[str, Any] = {
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class HealthPolicies:
-    """What health needs from the routing configuration: breaker policies by provider."""
-
-    breakers: dict[str, BreakerPolicy] = field(default_factory=dict)
-    default: BreakerPolicy = field(default_factory=BreakerPolicy)
-    window_gate_enabled: bool = False
-
-
-PolicySource = Callable[[], Awaitable[HealthPolicies]]
-
-
-async def _no_policies() -> HealthPolicies:
-    return HealthPolicies()
-
-
-AdmissionSource = Callable[[], dict[str, Any]]
-
-
-def _no_admission() -> dict[str, Any]:
-    return {"gates": [], "queues": []}
-
-
-class _Sources:
-    """The sources routing registered (defaults until it does)."""
-
-    policies: PolicySource = _no_policies
-    admission: AdmissionSource = _no_admission
-
-
-def set_policy_source(source: PolicySource) -> None:
-    """Routing hands in its current breaker policies (called from ``RoutingConfig.ready``)."""
-    _Sources.policies = source
-
-
-def set_admission_source(source: AdmissionSource) -> None:
-    """Routing hands in its admission gates' running and queued counts (this process's)."""
-    _Sources.admission = source
-
-
 def admission_counts() -> dict[str, Any]:
     """This process's admission gates and queues, as routing reports them."""
-    return _Sources.admission()
+    return hooks().admission_stats()
 
 
 class _HealthCache:
@@ -123,6 +81,11 @@ class _HealthCache:
 
 
 _cache = _HealthCache()
+
+
+def health_cache_drop() -> None:
+    """Forget the cached payload: a reset shows at the next read."""
+    _cache.drop()
 
 
 def _store_section(store: StateStore) -> dict[str, Any]:
@@ -160,7 +123,7 @@ def _with_store_status(payload: dict[str, Any], store: dict[str, Any]) -> dict[s
 async def health_full_payload() -> dict[str, Any]:
     """The health payload built now (no cache): what an operator sees."""
     store = get_store()
-    policies = await _Sources.policies()
+    policies = await hooks().health_policies()
     statuses = await breaker_statuses(
         store=store, policies=policies.breakers, default=policies.default
     )
@@ -171,7 +134,7 @@ async def health_full_payload() -> dict[str, Any]:
         "providerBreakers": statuses,
         "windowGate": {"enabled": policies.window_gate_enabled},
         "lockouts": [_lockout_item(lock) for lock in locks],
-        "admission": _Sources.admission(),
+        "admission": hooks().admission_stats(),
     }
     # Read last: the calls above are what notices an outage (or the recovery).
     return _with_store_status(payload, _store_section(store))
@@ -179,7 +142,7 @@ async def health_full_payload() -> dict[str, Any]:
 
 def health_payload() -> dict[str, Any]:
     """The full health payload, cached for one second (but rebuilt at once when the store
-    became degraded or recovered since); degraded, never an error (§2.9)."""
+    became degraded or recovered since); degraded, never an error."""
     cached = _cache.fresh()
     store_degraded = store_degraded_reason(get_store()) is not None
     if cached is not None and cached["store"]["degraded"] == store_degraded:
@@ -213,16 +176,22 @@ class HealthApi(APIView):
         except exceptions.AuthenticationFailed:
             request.user, request.auth = AnonymousUser(), None
 
-    @extend_schema(responses={200: OpenApiResponse(description="Health and breaker states")})
+    @extend_schema(
+        summary="The gateway's health (and, for an operator, every breaker)",
+        responses={200: OpenApiResponse(description="Health and breaker states")},
+    )
     def get(self, request: Request) -> Response:
         payload = health_payload()
         operator = all(p.has_permission(request, self) for p in _operator_permissions())
         return Response(payload if operator else {"status": payload["status"]})
 
-    @extend_schema(responses={200: OpenApiResponse(description="Breakers reset and forgotten")})
+    @extend_schema(
+        summary="Reset and forget every breaker",
+        responses={200: OpenApiResponse(description="Breakers reset and forgotten")},
+    )
     def delete(self, request: Request) -> Response:
         count = breakers_reset(forget=True)
-        _cache.drop()
+        health_cache_drop()
         message = f"Reset {count} circuit breaker(s) to healthy state"
         return Response({"success": True, "message": message, "resetCount": count})
 
@@ -230,10 +199,14 @@ class HealthApi(APIView):
 class BreakerResetApi(APIView):
     """``POST /api/resilience/reset``: reset every known breaker to CLOSED."""
 
-    @extend_schema(request=None, responses={200: OpenApiResponse(description="Reset count")})
+    @extend_schema(
+        summary="Reset every breaker to closed",
+        request=None,
+        responses={200: OpenApiResponse(description="Reset count")},
+    )
     def post(self, request: Request) -> Response:
         count = breakers_reset()
-        _cache.drop()
+        health_cache_drop()
         return Response(
             {"ok": True, "resetCount": count, "message": f"Reset {count} circuit breaker(s)"}
         )
@@ -267,10 +240,11 @@ class ReadinessApi(APIView):
     permission_classes = [AllowAny]
 
     @extend_schema(
+        summary="Readiness: whether the database answers",
         responses={
             200: OpenApiResponse(description="Ready: the database answers"),
             503: OpenApiResponse(description="Not ready: the database does not answer"),
-        }
+        },
     )
     def get(self, request: Request) -> Response:
         error = database_error()

@@ -1,7 +1,8 @@
 """``/api/resilience/model-cooldowns``: list the active model lockouts, remove some or all.
 
-Spec reference-part1 §5.6 and decision 7. Auth, permission and the error shape are the
-management API's defaults (an invalid body is a 400 naming its fields).
+A DELETE takes ``{"all": true}`` or a provider and model (docs/resilience.md, "Pair locks").
+Auth, permission and the error shape are the management API's defaults (an invalid body is a
+400 naming its fields).
 """
 
 from __future__ import annotations
@@ -9,13 +10,19 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from omniroute.core.listing import MAX_PAGE_SIZE, page_of
+from omniroute.core.parsers import BoundedJSONParser
 from resilience.services.lockout_operations import (
     LabelledLock,
     lockouts_active,
@@ -71,11 +78,17 @@ class ModelCooldownItemSerializer(serializers.Serializer[Any]):
     exact = serializers.BooleanField(help_text="Locks the exact (provider, connection, model).")
 
 
+WINDOW_PARAMETERS = [
+    OpenApiParameter("limit", int, description=f"At most this many items (up to {MAX_PAGE_SIZE})."),
+    OpenApiParameter("offset", int, description="Skip this many items first."),
+]
+
+
 class ModelCooldownsApi(APIView):
     """GET the active model lockouts; DELETE them all (or all of a provider's or a
     connection's), or one model's."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     class DeleteInputSerializer(serializers.Serializer[Any]):
         all = serializers.BooleanField(required=False, default=False)
@@ -98,14 +111,20 @@ class ModelCooldownsApi(APIView):
 
     @extend_schema(
         summary="The active model lockouts",
+        parameters=WINDOW_PARAMETERS,
         responses={
             200: inline_serializer(
-                "ModelCooldowns", {"items": ModelCooldownItemSerializer(many=True)}
+                "ModelCooldowns",
+                {
+                    "items": ModelCooldownItemSerializer(many=True),
+                    "total": serializers.IntegerField(help_text="Every active lock, all pages."),
+                },
             )
         },
     )
     def get(self, request: Request) -> Response:
-        return Response({"items": [_item(row) for row in lockouts_active()]})
+        items, total = page_of(request, lockouts_active())
+        return Response({"items": [_item(row) for row in items], "total": total})
 
     @extend_schema(
         summary="Remove model lockouts",

@@ -1,31 +1,35 @@
 """``GET/PATCH /api/resilience``: the resilience settings document.
 
 Auth, permission and the generic error shape are the DRF defaults in settings. A rejected patch
-is a 400 with ``code: "invalid_settings"`` and ``fields`` keyed by dotted path. The OpenAPI
-schemas are generated from ``SCHEMA``, so a new section documents itself.
+is a 400 with ``code: "invalid_settings"`` and ``fields`` keyed by dotted path. A patch that
+sets a retired field (``modelLockout.enabled``) is applied without it: the answer carries an
+``X-OmniRoute-Warning`` header naming each retired field and why it went (the header the /v1
+answers carry their warnings in; the body keeps the document's shape), and the gateway logs a
+warning, so a client still sending it is seen before the field goes for good. There is no
+``Deprecation`` header: the standard one says the whole resource is deprecated, and
+``/api/resilience`` is not. The OpenAPI schemas are generated from the registered sections
+(``SETTINGS``), so a new section documents itself.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from resilience.domain.settings import (
-    SCHEMA,
-    FieldSpec,
-    Kind,
-    SettingsError,
-    to_document,
-    unflatten,
-)
+from omniroute.core.parsers import BoundedJSONParser
+from omniroute.core.settings import SETTINGS, FieldSpec, Kind, SettingsError, unflatten
 from resilience.services import resilience_settings_document, resilience_settings_update
+
+WARNING_HEADER = "X-OmniRoute-Warning"
+
+logger = logging.getLogger(__name__)
 
 
 def _leaf_schema(spec: FieldSpec) -> dict[str, Any]:
@@ -43,6 +47,8 @@ def _object_schema(node: Mapping[str, Any], *, complete: bool) -> dict[str, Any]
     properties = {
         key: _leaf_schema(child)
         if isinstance(child, FieldSpec)
+        else {"deprecated": True, "description": child}
+        if isinstance(child, str)  # a retired field (patch only)
         else _object_schema(child, complete=complete)
         for key, child in node.items()
     }
@@ -54,9 +60,11 @@ def _object_schema(node: Mapping[str, Any], *, complete: bool) -> dict[str, Any]
     return {**schema, "required": list(properties)} if complete else schema
 
 
-DOCUMENT_SCHEMA = _object_schema(unflatten(SCHEMA), complete=True)
+DOCUMENT_SCHEMA = _object_schema(unflatten(SETTINGS.schema.fields), complete=True)
 PATCH_SCHEMA = {
-    **_object_schema(unflatten(SCHEMA), complete=False),
+    **_object_schema(
+        unflatten({**SETTINGS.schema.fields, **SETTINGS.schema.retired}), complete=False
+    ),
     "description": "Any subset of the document (at least one section). Values are checked "
     "strictly: no coercion, no clamping; unknown keys are rejected.",
 }
@@ -103,7 +111,7 @@ def _invalid(exc: SettingsError) -> Response:
 class ResilienceSettingsApi(APIView):
     """The resilience settings: GET the resolved document, PATCH part of it."""
 
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         summary="The resolved resilience settings",
@@ -116,7 +124,9 @@ class ResilienceSettingsApi(APIView):
     @extend_schema(
         summary="Change some resilience settings",
         description="Omitted fields keep their values. Returns the whole document with "
-        '`"ok": true`; the gateway applies it to the next request.',
+        '`"ok": true`; the gateway applies it to the next request. A retired field '
+        "(`modelLockout.enabled`) is accepted and ignored for one release; the answer then "
+        "carries an `X-OmniRoute-Warning` header saying so.",
         request={"application/json": PATCH_SCHEMA},
         responses={200: UPDATED_SCHEMA, 400: ERROR_SCHEMA},
     )
@@ -125,4 +135,16 @@ class ResilienceSettingsApi(APIView):
             settings = resilience_settings_update(patch=request.data)
         except SettingsError as exc:
             return _invalid(exc)
-        return Response({**to_document(settings), "ok": True})
+        response = Response({**SETTINGS.render(settings), "ok": True})
+        _warn_retired(response, SETTINGS.retired_in(request.data))
+        return response
+
+
+def _warn_retired(response: Response, retired: Mapping[str, str]) -> None:
+    """Tell the client (a header) and the operator (the log) which retired fields were ignored."""
+    if not retired:
+        return
+    warnings = [f"{path} is {why}" for path, why in retired.items()]
+    response[WARNING_HEADER] = " | ".join(warnings)
+    for warning in warnings:
+        logger.warning("settings patch: %s", warning)

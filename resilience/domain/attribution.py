@@ -1,6 +1,6 @@
 """Failure attribution: which scope a failed attempt is charged to, and how (pure).
 
-Spec decisions 13-17. The classifier (reference-part1 §4.3) says what a failure *is*; this
+The classifier says what a failure *is*; this
 module says *whom it is charged to*, always the narrowest scope the evidence supports:
 
 * ``request``: the request itself was at fault (unknown model, invalid parameters, context
@@ -13,8 +13,8 @@ module says *whom it is charged to*, always the narrowest scope the evidence sup
   quota signal on a provider whose quota is not per model. The reference's connection
   cooldowns and terminal states apply.
 
-Each timer carries its class (the spec's timer table): only ``self_set`` timers are sized by
-the availability settings (``transientCooldownBaseMs``, doubled per failed probe up to
+Each timer carries its class (docs/resilience.md, "Timer classes"): only ``self_set`` timers
+are sized by the availability settings (``transientCooldownBaseMs``, doubled per failed probe up to
 ``transientCooldownCapMs``) and may be overridden by a panic attempt.
 """
 
@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from resilience.domain import signals as sig
-from resilience.domain.classification import Classification, Reason, RuleScope
-from resilience.domain.text_match import Matcher, matches_any, pattern
-from resilience.domain.tool_limit import is_tool_limit
+from resilience.domain.attempts.tool_limit import is_tool_limit
+from resilience.domain.classify import signals as sig
+from resilience.domain.classify.classification import Classification, Reason, RuleScope
+from resilience.domain.classify.text_match import Matcher, matches_any, pattern
 
 
 class Scope(StrEnum):
@@ -49,7 +49,7 @@ class Effect(StrEnum):
 
 
 class TimerClass(StrEnum):
-    """The spec's timer classes: who set a timer, and so whether panic may override it."""
+    """Timer classes: who set a timer, and so whether panic may override it."""
 
     SELF_SET = "self_set"
     HINTED = "upstream_hinted"
@@ -61,7 +61,7 @@ class TimerClass(StrEnum):
 
 PANIC_OVERRIDABLE = frozenset({TimerClass.SELF_SET})
 
-# Request-scoped client mistakes (decision 17).
+# Request-scoped client mistakes.
 CONTENT_POLICY_PATTERNS: tuple[Matcher, ...] = tuple(
     pattern(source)
     for source in (
@@ -92,7 +92,7 @@ class FailureSignals:
     text: str = ""
     structured_code: str | None = None
     network: bool = False  # connect refused, reset, DNS: breaker-relevant on its own
-    per_model_quota: bool = True  # decision 13: 429 / quota evidence is per model
+    per_model_quota: bool = True  # 429 / quota evidence is charged per model
     hint_ms: int | None = None  # an upstream retry hint, whatever the profile says
     refusal: bool = False  # the request-rejected streak's signal (account-wide)
 
@@ -129,7 +129,7 @@ def _transient(reason: str) -> Attribution:
 
 
 def _client_mistake(signals: FailureSignals, c: Classification) -> Attribution | None:
-    """Decision 17: failures caused by the request itself."""
+    """Failures caused by the request itself: they change no shared state."""
     status, text = signals.status, signals.text
     if status not in INVALID_REQUEST_STATUSES and status != 404:
         return None
@@ -141,11 +141,14 @@ def _client_mistake(signals: FailureSignals, c: Classification) -> Attribution |
     if code in CONTEXT_CODES or matches_any(text, sig.CONTEXT_OVERFLOW_PATTERNS):
         return _request("context_length", fail_over=True)
     if status == 404:
-        if c.reason == Reason.NOT_FOUND:  # retired model / moved endpoint: the pair (§4.3)
+        if c.reason == Reason.NOT_FOUND:  # retired model / moved endpoint: the pair
             return Attribution(
-                Scope.PAIR, True, lock_ms=c.cooldown_ms, timer=TimerClass.OPERATOR,
+                Scope.PAIR,
+                True,
+                lock_ms=c.cooldown_ms,
+                timer=TimerClass.OPERATOR,
                 reason=str(c.reason),
-            )  # fmt: skip
+            )
         return _request("model_not_found", fail_over=True)
     if c.reason == Reason.RATE_LIMIT_EXCEEDED:  # a 400 that reads as a rate limit
         return None
@@ -193,9 +196,12 @@ def _quota(signals: FailureSignals, c: Classification) -> Attribution | None:
         return _account(c)
     if signals.hint_ms:
         return Attribution(
-            Scope.PAIR, True, lock_ms=signals.hint_ms, timer=TimerClass.HINTED,
+            Scope.PAIR,
+            True,
+            lock_ms=signals.hint_ms,
+            timer=TimerClass.HINTED,
             reason=str(c.reason),
-        )  # fmt: skip
+        )
     if quota_text and c.cooldown_ms > 0:
         return Attribution(
             Scope.PAIR, True, lock_ms=c.cooldown_ms, timer=TimerClass.QUOTA, reason=str(c.reason)
@@ -226,7 +232,10 @@ def attribute(signals: FailureSignals, c: Classification) -> Attribution:
         return _request(str(c.reason), fail_over=False)
     if signals.hint_ms:  # a 5xx with Retry-After: the pair, for exactly that long
         return Attribution(
-            Scope.PAIR, True, lock_ms=signals.hint_ms, timer=TimerClass.HINTED,
+            Scope.PAIR,
+            True,
+            lock_ms=signals.hint_ms,
+            timer=TimerClass.HINTED,
             reason=str(c.reason),
-        )  # fmt: skip
+        )
     return _transient(str(c.reason))

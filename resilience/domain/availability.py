@@ -1,11 +1,11 @@
-"""Availability-first numbers (spec decisions 14-16 and 25), pure.
+"""Availability-first numbers, pure.
 
 A lone transient failure leaves no timer (the attempt policy retries it or fails over);
 ``consecutive_failures`` in a row take the (connection, model) pair out; when every target of a
 request is excluded only by self-set timers, ``panic_enabled`` allows one attempt anyway.
 
-Every timer the gateway sets itself after transient failures follows the upstream's recovery
-(decision 25): it starts at ``transient_cooldown_base_ms`` and doubles with each consecutive
+Every timer the gateway sets itself after transient failures follows the upstream's recovery:
+it starts at ``transient_cooldown_base_ms`` and doubles with each consecutive
 failed probe, never past ``transient_cooldown_cap_ms``; a success starts it again from the
 base. A target is so back in service about the outage's own length (plus the base) after the
 outage ends, and never later than the cap.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from resilience.domain.classification import Classification
+from resilience.domain.classify.classification import Classification
 
 DEFAULT_CONSECUTIVE_FAILURES = 3
 DEFAULT_TRANSIENT_COOLDOWN_BASE_MS = 2_000

@@ -1,8 +1,8 @@
 """A connection's cooldown and terminal state, and how one failure or success changes it (pure).
 
-The state mirrors the connection's durable columns (reference-part1 §4.1). ``after_failure``
-is the reference's markAccountUnavailable (§4.4) minus the storage: the terminal guard, the
-anti-thundering-herd guard, terminal resolution (§4.5), ``disable_cooling`` and the rule-scope
+The state mirrors the connection's durable columns. ``after_failure``
+is the reference's markAccountUnavailable minus the storage: the terminal guard, the
+anti-thundering-herd guard, terminal resolution, ``disable_cooling`` and the rule-scope
 branches. It runs inside one atomic store update, so concurrent failures of one connection are
 serialised and raise its backoff level once.
 """
@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from resilience.domain.attribution import TimerClass
-from resilience.domain.classifier import Classification, Reason, RuleScope
+from resilience.domain.classify.classifier import Classification, Reason, RuleScope
 
 
 class TestStatus(StrEnum):
@@ -67,7 +67,7 @@ class ConnectionState:
 
     @property
     def is_clean(self) -> bool:
-        """Nothing to clear: active, no cooldown, no error fields (§4.7)."""
+        """Nothing to clear: active, no cooldown, no error fields."""
         return self == ConnectionState()
 
     def remaining(self, now: float) -> float:
@@ -142,7 +142,7 @@ class Marked:
 def terminal_status(
     classification: Classification, facts: FailureFacts, credits_signal: bool
 ) -> str | None:
-    """§4.5: credits exhausted, then banned, then expired; or None."""
+    """The terminal state, in order: credits exhausted, then banned, then expired; or None."""
     if classification.credits_exhausted:
         return CREDITS_EXHAUSTED
     if not facts.per_model_quota and (facts.status == 402 or credits_signal):
@@ -157,7 +157,7 @@ def terminal_status(
 
 
 def _connection_scoped_quota(c: Classification) -> bool:
-    """The connection-scope consumption guard (§7.3): a temporary cooldown, never terminal."""
+    """The connection-scope consumption guard: a temporary cooldown, never terminal."""
     return (
         c.rule_scope == RuleScope.CONNECTION
         and c.reason == Reason.QUOTA_EXHAUSTED
@@ -187,7 +187,7 @@ def after_failure(
     now: float,
     credits_signal: bool = False,
 ) -> Marked:
-    """Mark one failure (§4.4 steps 4-14) on ``state``, classified at its backoff level."""
+    """Mark one failure on ``state``, classified at its backoff level."""
     facts = replace(facts, error_type=str(classification.reason))
     if state.is_terminal:
         return Marked(state, True, 0, changed=False, terminal=state.test_status)

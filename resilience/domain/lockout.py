@@ -1,4 +1,4 @@
-"""Model lockout (reference-part1 §5, spec decisions 6-7) as pure arithmetic.
+"""Model lockout (pair locks) as pure arithmetic (docs/resilience.md, "Pair locks").
 
 One failing model never takes its whole connection down: a lock on (provider, connection,
 model) makes routing skip that model on that connection while its other models keep serving.
@@ -12,6 +12,13 @@ reset bypasses the cap; ``quota_exhausted`` without a known reset locks until lo
 (within the cap);
 a longer existing lock is kept. Each success halves the failure count; at 0 the failure state
 and the lock are both removed.
+
+Which failures count: a transient failure (docs/resilience.md, "Pair locks") counts towards its
+pair's run only when it carries no status (a reset, a refused connection) or its status is one
+of ``modelLockout.errorCodes`` (``counts_toward_pair``; the gateway reports a timeout as 504). A
+404 is never one: a model the upstream does not know is the request's mistake, not the pair's
+health. There is no switch: the lockout always applies (the reference's ``modelLockout.enabled``
+is retired).
 """
 
 from __future__ import annotations
@@ -25,7 +32,11 @@ from typing import Any
 from resilience.domain.attribution import TimerClass
 from resilience.domain.availability import AvailabilitySettings
 
-DEFAULT_ERROR_CODES = (403, 404, 429, 502, 503, 504)
+# The statuses the gateway treats as transient trouble of a pair: a timeout, a rate limit
+# without a hint, server errors and overload (the reference's list without 404, which is the
+# request's mistake, and 403, which is account-wide; with 408, 500 and 529).
+DEFAULT_ERROR_CODES = (408, 429, 500, 502, 503, 504, 529)
+NEVER_COUNTED_STATUSES = frozenset({404})
 DEFAULT_WINDOW_SECONDS = 30 * 60.0
 DAY_SECONDS = 24 * 3600.0
 QUOTA_FAMILY_STATUSES = frozenset({429, 403, 402})
@@ -41,9 +52,8 @@ class LockScope(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class LockoutSettings:
-    """The ``modelLockout`` card (§5.2), already normalised."""
+    """The ``modelLockout`` card, already normalised."""
 
-    enabled: bool = False
     error_codes: tuple[int, ...] = DEFAULT_ERROR_CODES
     base_cooldown_ms: int = 120_000
     max_cooldown_ms: int = 1_800_000
@@ -52,7 +62,7 @@ class LockoutSettings:
 
 
 def lock_scope(status: int, explicit: LockScope | None = None) -> LockScope:
-    """The scope table of §5.1: an explicit caller scope always wins."""
+    """The lock scope by status: an explicit caller scope always wins."""
     if explicit is not None:
         return explicit
     if status in QUOTA_FAMILY_STATUSES:
@@ -103,9 +113,12 @@ class Lock:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Lock:
         return cls(
-            str(data["reason"]), float(data["until"]), float(data["at"]), int(data["n"]),
+            str(data["reason"]),
+            float(data["until"]),
+            float(data["at"]),
+            int(data["n"]),
             str(data.get("timer") or ""),
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +129,8 @@ class FailureState:
     last_failure_at: float
     window: float
     last_cooldown: float
-    consecutive: int = 0  # transient failures in a row (decision 14); a success resets it
-    probes: int = 0  # failed probes since the run first locked the pair (decision 25)
+    consecutive: int = 0  # transient failures in a row; a success resets it
+    probes: int = 0  # failed probes since the run first locked the pair
     # The last hinted refusal's hint ends then (epoch seconds; 0: none since the last success).
     hinted_until: float = 0.0
     # A hinted lock whose end no success has followed yet: its start (0: none). When the lock
@@ -159,7 +172,7 @@ class FailureState:
         return self.hinted_until >= now or self.hinted_lock_at > 0
 
     def inside(self, now: float) -> bool:
-        """Whether a failure at ``now`` continues this state's run (§5.3 window)."""
+        """Whether a failure at ``now`` continues this state's run (its window)."""
         return now - self.last_failure_at <= self.window + self.last_cooldown
 
 
@@ -183,7 +196,7 @@ def seconds_until_midnight(now: float, tz: dt.tzinfo) -> float:
 
 
 def escalated_seconds(count: int, settings: LockoutSettings) -> float:
-    """``base × 2^min(n − 1, steps)`` capped at the max (decision 6: the steps cap applies)."""
+    """``base × 2^min(n − 1, steps)`` capped at the max (the steps cap applies)."""
     base = settings.base_cooldown_ms / 1000
     if not settings.use_exponential_backoff:
         return min(base, settings.max_cooldown_ms / 1000)
@@ -215,10 +228,10 @@ def record_failure(
     now: float,
     tz: dt.tzinfo,
 ) -> tuple[FailureState, Lock]:
-    """The slot's failure state and lock after one failure (§5.3)."""
+    """The slot's failure state and lock after one failure."""
     if request.reason == "quota_exhausted" and not request.exact_cooldown_ms:
         # Until local midnight, within maxCooldownMs like any exact value that is not an
-        # upstream reset (§5.3 step 6).
+        # upstream reset.
         midnight_ms = int(seconds_until_midnight(now, tz) * 1000)
         request = replace(request, exact_cooldown_ms=midnight_ms, exact_is_upstream_reset=False)
     count = _count(previous, now)
@@ -277,7 +290,7 @@ def record_transient(
     window_seconds: float = 0.0,
     probe: bool = False,
 ) -> tuple[FailureState, Lock | None]:
-    """One transient failure of a pair (decisions 14, 16 and 25).
+    """One transient failure of a pair.
 
     Counted only, until ``availability.consecutive_failures`` in a row: then the pair is
     locked for the availability base. Once the run has locked the pair, each failure of its
@@ -311,8 +324,7 @@ def record_transient(
 
 def decay(previous: FailureState | None) -> FailureState | None:
     """A success halves the failure count and ends the run (so the next lock starts again
-    from the base: decision 25) and any hinted evidence; ``None`` at 0 (the lock goes too:
-    decision 6)."""
+    from the base) and any hinted evidence; ``None`` at 0 (the lock goes too)."""
     if previous is None:
         return None
     halved = previous.failure_count // 2
@@ -329,13 +341,17 @@ def decay(previous: FailureState | None) -> FailureState | None:
 
 
 def reason_for_status(status: int) -> str:
-    """The combo engine's lock reason (§5.3)."""
+    """The combo engine's lock reason."""
     return {429: "rate_limit", 403: "quota_exhausted"}.get(status, "unknown")
 
 
-def lockout_takes(settings: LockoutSettings, status: int) -> bool:
-    """Whether a failure with ``status`` locks the model instead of cooling the connection."""
-    return settings.enabled and status in settings.error_codes
+def counts_toward_pair(settings: LockoutSettings, status: int | None) -> bool:
+    """Whether a transient failure counts towards its pair's run of failures: always without
+    a status (a reset, a refused connection), else when ``errorCodes`` lists the status (never a
+    404)."""
+    if not status:
+        return True
+    return status in settings.error_codes and status not in NEVER_COUNTED_STATUSES
 
 
 def selected_cooldown_ms(classified_ms: int, settings: LockoutSettings) -> int:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from resilience.domain.breaker import BreakerPolicy
-from resilience.domain.classifier import CooldownProfile
+from resilience.domain.breaker.machine import BreakerPolicy
+from resilience.domain.classify.classifier import CooldownProfile
 from resilience.domain.profiles import profile_for_category, profile_with_env
-from resilience.domain.settings import ResilienceSettings
+from resilience.domain.settings.document import ResilienceSettings
 from resilience.domain.window_gate import WindowGatePolicy
 
 
 def cooldown_profile_for(
     category: str, settings: ResilienceSettings, env: Mapping[str, str], max_cooldown_ms: int
 ) -> CooldownProfile:
-    """The connection-cooldown profile of a provider of ``category`` (§4.2).
+    """The connection-cooldown profile of a provider of ``category``.
 
     OAuth and API-key providers take the operator's ``connectionCooldown`` section; local ones
-    the legacy mapping of their profile-table numbers (see ``resilience.domain.settings``).
+    the legacy mapping of their profile-table numbers (see ``resilience.domain.settings.document``).
     ``max_cooldown_ms`` comes from the model-lockout settings. ``env`` is unused (no
     environment variable moves these numbers); it keeps the policy builders' signature.
     """
@@ -57,7 +57,7 @@ ENV_ON = frozenset({"true", "1", "on"})
 
 
 def env_enables_window_gate(env: Mapping[str, str]) -> bool:
-    """``PROVIDER_COOLDOWN_ENABLED`` turns the gate on whatever the setting says (§3)."""
+    """``PROVIDER_COOLDOWN_ENABLED`` turns the gate on whatever the setting says."""
     return env.get("PROVIDER_COOLDOWN_ENABLED", "").strip().lower() in ENV_ON
 
 

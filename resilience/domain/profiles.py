@@ -1,9 +1,9 @@
 """Provider profiles: per auth category, the breaker and window-gate numbers (pure).
 
-The table reproduces the reference's ``PROVIDER_PROFILES`` (reference-part1 §2.5). Each number
+The table reproduces the reference's ``PROVIDER_PROFILES``. Each number
 can be overridden by its environment variable (a non-negative number; anything else keeps the
 default). Operator settings (``providerBreaker.*``) then override the three editable breaker
-fields; see ``resilience.domain.settings``.
+fields; see ``resilience.domain.settings.document``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Status restatement and provider error rules (reference-part1 §6, §7), as pure matching.
+"""Status restatement and provider error rules, as pure matching.
 
 Provider quirks are data: the rules arrive as frozen dataclasses built from database rows
 (built-in rows seeded from the reference's catalog, plus the operator's). Every text match is
@@ -6,11 +6,11 @@ a plain case-insensitive substring, never a regular expression, so an operator's
 be a ReDoS.
 
 - ``apply_restatement``: a provider that misstates a quota error (agentrouter's 403 "额度不足")
-  is restated to its real status (429) with a retry-after, before any classification (§6).
+  is restated to its real status (429) with a retry-after, before any classification.
 - ``match_error_rule``: the first matching rule for a provider, operator rules before built-in
-  ones, gives the failure's reason, lock scope and cooldown (§7.1, §7.4).
-- ``parse_reset_countdown_ms``: "resets in 3 days" → milliseconds (§7.2).
-- ``resolve_rule_match_body`` and ``honors_rule_scope``: the allowlists of §7.3, where a
+  ones, gives the failure's reason, lock scope and cooldown.
+- ``parse_reset_countdown_ms``: "resets in 3 days" → milliseconds.
+- ``resolve_rule_match_body`` and ``honors_rule_scope``: the allowlists, where a
   provider flag or an operator rule for the provider opts it in.
 """
 
@@ -44,7 +44,7 @@ class RuleScope(StrEnum):
 
 
 class RuleReason(StrEnum):
-    """The failure reason a rule assigns (the classification's vocabulary, §4.3)."""
+    """The failure reason a rule assigns (the classification's vocabulary)."""
 
     QUOTA_EXHAUSTED = "quota_exhausted"
     RATE_LIMIT_EXCEEDED = "rate_limit_exceeded"
@@ -159,14 +159,14 @@ def rule_text(value: object) -> str:
 
 
 def restatement_haystack(message: str | None, body: object = None) -> str:
-    """The restatement haystack: message + " " + body (string or JSON), trimmed (§6)."""
+    """The restatement haystack: message + " " + body (string or JSON), trimmed."""
     return f"{message or ''} {rule_text(body)}".strip()
 
 
 def apply_restatement(
     rules: Iterable[RestatementRule], *, status: int, text: str, retry_after_ms: int | None
 ) -> Restated:
-    """Restate a misstated upstream status with the first matching rule of the provider (§6).
+    """Restate a misstated upstream status with the first matching rule of the provider.
 
     ``rules`` are the provider's, in order; ``text`` the haystack (any case). On a match the
     status becomes the rule's ``to_status`` and the retry-after stays the upstream's when
@@ -185,7 +185,7 @@ def apply_restatement(
 def match_error_rule(
     rules: Sequence[ErrorRule], *, status: int, headers: Mapping[str, str], body: object
 ) -> RuleMatch | None:
-    """The first rule of the provider that matches, operator rules before built-in (§7.4).
+    """The first rule of the provider that matches, operator rules before built-in.
 
     ``rules`` are the provider's, each group in order; ``headers`` any case; ``body`` a string
     or a JSON value. A countdown rule matches only when the body holds a countdown, which is
@@ -224,7 +224,7 @@ def resolve_rule_match_body(
     structured: Mapping[str, object] | None,
     text: str | None,
 ) -> str | Mapping[str, object] | None:
-    """What error rules see (§7.3): the raw text for an opted-in provider, when there is any;
+    """What error rules see: the raw text for an opted-in provider, when there is any;
     otherwise the structured ``{code, type}`` error (or None), so body-text rules stay quiet."""
     if (provider_full_text or has_operator_rule) and text:
         return text
@@ -232,7 +232,7 @@ def resolve_rule_match_body(
 
 
 def honors_rule_scope(provider_flag: bool, has_operator_rule: bool) -> bool:
-    """Whether a rule's scope is acted on (§7.3): the provider's flag, or an operator rule."""
+    """Whether a rule's scope is acted on: the provider's flag, or an operator rule."""
     return provider_flag or has_operator_rule
 
 

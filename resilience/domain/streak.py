@@ -1,4 +1,4 @@
-"""The request-rejected streak (reference-part1 §4.6, spec decision 5), as pure arithmetic.
+"""The request-rejected streak, as pure arithmetic (docs/resilience.md, "Terminal states").
 
 Upstream per-request refusals ("request not allowed") escalate per connection: the first two
 consecutive refusals cool the connection for 5 then 15 minutes; the third makes it ``banned``.

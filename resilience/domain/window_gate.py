@@ -1,4 +1,4 @@
-"""The provider cooldown window gate (reference-part1 §3), as pure arithmetic.
+"""The provider cooldown window gate, as pure arithmetic (docs/resilience.md, "Window gate").
 
 Cross-request memory of failing combo targets, opt-in. A *provider* cools down once its
 failures inside the profile's window reach the profile's threshold, for ``providerCooldownMs``

@@ -3,7 +3,7 @@
 import django.core.validators
 from django.db import migrations, models
 
-# --- Built-in rows: the reference's catalog (reference-part1 §6, §7.2) as generic rules. -------
+# --- Built-in rows: the reference's catalog as generic rules. -------
 # A reference rule with several statuses, headers or substrings becomes one row for each
 # (suffixed rule ids). Rows are in the reference's order; operator rules are tried first anyway.
 

@@ -1,4 +1,4 @@
-"""The one resilience service an attempt's outcome goes through (spec decisions 13-17).
+"""The one resilience service an attempt's outcome goes through.
 
 Routing hands in plain data (who was asked, what happened, the policies in force) and gets a
 :class:`Verdict` back: the failure's scope and effect. Behind it, each piece of state has its
@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, tzinfo
 
+from omniroute.core.scrub import scrub
+from omniroute.core.store import StateStore
 from resilience.domain.attribution import (
     Attribution,
     Effect,
@@ -23,19 +25,24 @@ from resilience.domain.attribution import (
     attribute,
 )
 from resilience.domain.availability import AvailabilitySettings
-from resilience.domain.breaker import BreakerPolicy, Permit
-from resilience.domain.classifier import (
+from resilience.domain.breaker.machine import BreakerPolicy, Permit
+from resilience.domain.classify.classifier import (
     Classification,
     CooldownProfile,
     FailureInput,
     Reason,
     classify,
 )
+from resilience.domain.classify.retry_hints import detect_retry_hint
+from resilience.domain.classify.signals import is_credits_exhausted
 from resilience.domain.connection_state import ConnectionState, FailureFacts, Marked
-from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
-from resilience.domain.retry_hints import detect_retry_hint
-from resilience.domain.scrub import scrub
-from resilience.domain.signals import is_credits_exhausted
+from resilience.domain.lock_record import LockRecord
+from resilience.domain.lockout import (
+    LockoutSettings,
+    LockRequest,
+    LockScope,
+    counts_toward_pair,
+)
 from resilience.domain.streak import StreakDecision, is_refusal
 from resilience.services.breakers import (
     FRESH_PERMIT,
@@ -49,14 +56,12 @@ from resilience.services.connections import (
     connection_record_short_hint,
 )
 from resilience.services.lockouts import (
-    LockRecord,
     lockout_record_failure,
     lockout_record_success,
     pair_record_hinted,
     pair_record_transient,
 )
 from resilience.services.streaks import streak_clear, streak_record_refusal
-from resilience.store import StateStore
 
 REQUEST_REJECTED = "request_rejected"
 
@@ -111,8 +116,9 @@ class Verdict:
         return self.attribution.transient
 
 
-def _signals(subject: Subject, failure: FailureInput, network: bool, now: float,
-             tz: tzinfo) -> FailureSignals:  # fmt: skip
+def _signals(
+    subject: Subject, failure: FailureInput, network: bool, now: float, tz: tzinfo
+) -> FailureSignals:
     hint = detect_retry_hint(failure.headers, failure.text, now=now, tz=tz)
     return FailureSignals(
         status=failure.status,
@@ -153,19 +159,30 @@ async def attempt_failed(
     if attribution.scope is Scope.REQUEST:
         return Verdict(attribution, classification=classification, hint_ms=hint)
     if attribution.scope is Scope.PAIR:
-        effect = await _charge_pair(store, subject, attribution, policies, probe)
+        status = None if network else failure.status  # a dropped connection has no status
+        effect = await _charge_pair(store, subject, attribution, policies, status, probe)
     else:
         verdict = await _charge_connection(
-            store, subject, failure, attribution, policies, signals, siblings or {},
+            store,
+            subject,
+            failure,
+            attribution,
+            policies,
+            signals,
+            siblings or {},
             never_terminal,
-        )  # fmt: skip
+        )
         return replace(verdict, hint_ms=hint)
     if attribution.breaker and breaker_counts and not classification.skip_provider_breaker:
         await breaker_record_failure(
-            store=store, name=subject.provider, policy=policies.breaker,
-            connection_id=subject.connection_id, network=network, permit=permit,
+            store=store,
+            name=subject.provider,
+            policy=policies.breaker,
+            connection_id=subject.connection_id,
+            network=network,
+            permit=permit,
             source=None if network else subject.source,
-        )  # fmt: skip
+        )
     return Verdict(attribution, effect, classification=classification, hint_ms=hint)
 
 
@@ -174,12 +191,15 @@ async def _charge_pair(
     subject: Subject,
     attribution: Attribution,
     policies: Policies,
+    status: int | None,
     probe: bool = False,
 ) -> Effect:
     window = policies.breaker.reset_timeout
     if subject.disable_cooling:  # the operator's word: count nothing, lock nothing
         return Effect.NONE
     if attribution.transient:
+        if not counts_toward_pair(policies.lockout, status):
+            return Effect.NONE  # modelLockout.errorCodes leaves this status out
         lock = await pair_record_transient(
             store=store,
             provider=subject.provider,
@@ -199,15 +219,20 @@ async def _charge_pair(
     request = LockRequest(
         reason=attribution.reason or "unknown",
         exact_cooldown_ms=attribution.lock_ms or None,
-        exact_is_upstream_reset=hinted,  # exactly what the upstream said (decision 14)
+        exact_is_upstream_reset=hinted,  # exactly what the upstream said
         window_seconds=window,
         timer=str(attribution.timer or ""),
     )
     await lockout_record_failure(
-        store=store, provider=subject.provider, connection_id=subject.connection_id,
-        model=subject.model, scope=LockScope.EXACT, request=request, settings=policies.lockout,
+        store=store,
+        provider=subject.provider,
+        connection_id=subject.connection_id,
+        model=subject.model,
+        scope=LockScope.EXACT,
+        request=request,
+        settings=policies.lockout,
         tz=policies.tz,
-    )  # fmt: skip
+    )
     return Effect.LOCKED
 
 
@@ -215,7 +240,7 @@ async def _charge_hinted_pair(
     store: StateStore, subject: Subject, attribution: Attribution, policies: Policies
 ) -> Effect:
     """An upstream hint on the pair: exactly what the upstream said, for everyone only when
-    it is long, a quota, or the pair's second hinted refusal in a row (spec decision 23)."""
+    it is long, a quota, or the pair's second hinted refusal in a row."""
     quota = attribution.reason == Reason.QUOTA_EXHAUSTED
     short = not quota and attribution.lock_ms <= policies.short_hint_ms
     request = LockRequest(
@@ -303,8 +328,8 @@ async def _short_hint_without_evidence(
     signals: FailureSignals,
 ) -> bool:
     """A short upstream hint charged to the whole connection (a provider whose quota is
-    account-wide) is the business of the request that got it, like a pair's (spec decisions
-    23 and 27): it cools the connection for everyone only when it is the connection's second
+    account-wide) is the business of the request that got it, like a pair's: it
+    cools the connection for everyone only when it is the connection's second
     hinted refusal in a row. Quota and account-limit wording cools at once."""
     hint = signals.hint_ms
     quota = attribution.reason == Reason.QUOTA_EXHAUSTED
@@ -319,17 +344,24 @@ async def _short_hint_without_evidence(
 
 
 def refusal_classification(decision: StreakDecision, level: int) -> Classification:
-    """A counted refusal: the streak's cooldown rung, or a ban on the third in a row (§4.6)."""
+    """A counted refusal: the streak's cooldown rung, or a ban on the third in a row."""
     if decision.escalate:
         return Classification(
-            fallback=True, cooldown_ms=0, new_backoff_level=level,
-            reason=Reason.AUTH_ERROR, permanent=True, skip_provider_breaker=True,
-        )  # fmt: skip
+            fallback=True,
+            cooldown_ms=0,
+            new_backoff_level=level,
+            reason=Reason.AUTH_ERROR,
+            permanent=True,
+            skip_provider_breaker=True,
+        )
     cooldown_ms = int(decision.cooldown_seconds * 1000)
     return Classification(
-        fallback=True, cooldown_ms=cooldown_ms, new_backoff_level=level,
-        reason=REQUEST_REJECTED, base_cooldown_ms=cooldown_ms,
-    )  # fmt: skip
+        fallback=True,
+        cooldown_ms=cooldown_ms,
+        new_backoff_level=level,
+        reason=REQUEST_REJECTED,
+        base_cooldown_ms=cooldown_ms,
+    )
 
 
 async def attempt_succeeded(
@@ -349,11 +381,16 @@ async def attempt_succeeded(
         await streak_clear(store=store, connection_id=subject.connection_id)
     if locks is not None and locks.concerns(subject.model):
         await lockout_record_success(
-            store=store, provider=subject.provider, connection_id=subject.connection_id,
+            store=store,
+            provider=subject.provider,
+            connection_id=subject.connection_id,
             model=subject.model,
-        )  # fmt: skip
+        )
     if permit is not None and permit is not FRESH_PERMIT:
         await breaker_record_success(
-            store=store, name=subject.provider, policy=policies.breaker,
-            connection_id=subject.connection_id, permit=permit,
-        )  # fmt: skip
+            store=store,
+            name=subject.provider,
+            policy=policies.breaker,
+            connection_id=subject.connection_id,
+            permit=permit,
+        )

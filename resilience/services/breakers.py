@@ -16,10 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, FailureKind, Permit
-from resilience.events import ResilienceEvent, emit
+from omniroute.core.events import ResilienceEvent, emit
+from omniroute.core.store import Json, StateStore
+from resilience.domain.breaker.machine import (
+    Breaker,
+    BreakerPolicy,
+    BreakerState,
+    FailureKind,
+    Permit,
+)
 from resilience.persistence import persist_breaker, persist_breaker_deleted
-from resilience.store import Json, StateStore
 
 BREAKER_PREFIX = "breaker:"
 NETWORK_DEDUP_PREFIX = "breaker-dedup:net:"
@@ -72,7 +78,7 @@ async def _apply(
         written = persist_breaker(name, change.after, policy)
         was_open = change.before is not None and change.before.state is BreakerState.OPEN
         if change.after.state is BreakerState.OPEN and not was_open:
-            await written  # decision 18: an opening is durable before the answer
+            await written  # an opening is durable before the answer
     return change
 
 
@@ -84,13 +90,21 @@ def _log_transition(name: str, change: _Change) -> None:
     after = change.after.state
     level = logging.WARNING if after is BreakerState.OPEN else logging.INFO
     logger.log(
-        level, "breaker %s: %s -> %s (failures=%d)",
-        name, before.value, after.value, change.after.failure_count,
-    )  # fmt: skip
-    emit(ResilienceEvent(
-        "breaker", name, f"{before.value} -> {after.value}",
-        {"from": before.value, "to": after.value, "failures": change.after.failure_count},
-    ))  # fmt: skip
+        level,
+        "breaker %s: %s -> %s (failures=%d)",
+        name,
+        before.value,
+        after.value,
+        change.after.failure_count,
+    )
+    emit(
+        ResilienceEvent(
+            "breaker",
+            name,
+            f"{before.value} -> {after.value}",
+            {"from": before.value, "to": after.value, "failures": change.after.failure_count},
+        )
+    )
 
 
 async def breaker_get(*, store: StateStore, name: str) -> Breaker:
@@ -129,7 +143,7 @@ async def breaker_record_failure(
     permit: Permit | None = None,
     source: str | None = None,
 ) -> Breaker | None:
-    """Count one failure (reference-part1 §2.6, spec decision 14), unless a window drops it.
+    """Count one failure, unless a window drops it.
 
     Network failures are de-duplicated per provider for 10 s, and any failure per
     (provider, connection) for 5 s: a dropped failure still counts in the failure-rate window,
@@ -215,7 +229,7 @@ async def breaker_record_success(
     def step(breaker: Breaker) -> tuple[Breaker, Permit | None]:
         current = breaker.refreshed(policy, now)
         if current.state is BreakerState.OPEN:
-            return breaker, None  # a late success while open changes nothing (§2.6)
+            return breaker, None  # a late success while open changes nothing
         return current.after_success(policy, now, permit), None
 
     change = await _apply(store, name, step, policy)
@@ -248,13 +262,18 @@ async def breaker_list(*, store: StateStore) -> dict[str, Breaker]:
     return {name: breaker for name, breaker in found.items() if breaker is not None}
 
 
+async def breaker_forget(*, store: StateStore, name: str) -> None:
+    """Drop the breaker's record and its row: it starts afresh, closed, at its next use."""
+    await store.delete(breaker_key(name))
+    persist_breaker_deleted(name)
+
+
 async def breaker_reset_all(*, store: StateStore, forget: bool = False) -> int:
     """Reset every breaker; with ``forget`` also delete records and rows. Returns the count."""
     names = list(await breaker_list(store=store))
     for name in names:
         if forget:
-            await store.delete(breaker_key(name))
-            persist_breaker_deleted(name)
+            await breaker_forget(store=store, name=name)
         else:
             await breaker_reset(store=store, name=name)
     return len(names)
@@ -266,7 +285,7 @@ def _idle(breaker: Breaker, now: float) -> bool:
 
 
 async def breaker_sweep(*, store: StateStore) -> list[str]:
-    """Drop idle CLOSED zero-failure breakers, and enforce the registry cap (§2.7)."""
+    """Drop idle CLOSED zero-failure breakers, and enforce the registry cap."""
     now = store.clock()
     breakers = await breaker_list(store=store)
     doomed = [name for name, b in breakers.items() if _idle(b, now)]

@@ -13,7 +13,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from resilience.domain.classifier import Classification
+from omniroute.core.events import ResilienceEvent, emit
+from omniroute.core.store import Json, StateStore
+from resilience.domain.classify.classifier import Classification
 from resilience.domain.connection_state import (
     ConnectionState,
     FailureFacts,
@@ -21,9 +23,7 @@ from resilience.domain.connection_state import (
     after_failure,
     cooled_by_provider_rule,
 )
-from resilience.events import ResilienceEvent, emit
 from resilience.persistence import persist_connection_state
-from resilience.store import Json, StateStore
 
 CONNECTION_PREFIX = "conn:"
 logger = logging.getLogger("omniroute.resilience")
@@ -42,6 +42,18 @@ async def connection_state_get(
 ) -> ConnectionState:
     """The live state: the store's record, else what the database said (``durable``)."""
     return _decode(await store.get(connection_key(connection_id))) or durable
+
+
+async def connection_states_recorded(*, store: StateStore) -> dict[int, ConnectionState]:
+    """Every connection state the store holds a record of, by connection id: one scan. A
+    connection without a record is as its row says (``connection_state_get``)."""
+    found: dict[int, ConnectionState] = {}
+    for key, raw in (await store.scan(CONNECTION_PREFIX)).items():
+        suffix = key[len(CONNECTION_PREFIX) :]
+        state = _decode(raw)
+        if suffix.isdigit() and state is not None:
+            found[int(suffix)] = state
+    return found
 
 
 @dataclass(slots=True)
@@ -74,7 +86,7 @@ async def connection_mark_failed(
     if seen.marked.changed:
         _log_marked(connection_id, seen.marked)
         written = persist_connection_state(connection_id, seen.marked.state)
-        if _durable(seen.marked):  # decision 18: written before the answer that caused it
+        if _durable(seen.marked):  # written before the answer that caused it
             await written
     return seen.marked
 
@@ -113,10 +125,16 @@ def _log_marked(connection_id: int, marked: Marked) -> None:
     elif marked.cooldown_ms > 0:
         logger.info(
             "connection %d: cooling down for %d ms (reason=%s, backoff_level=%d)",
-            connection_id, marked.cooldown_ms, reason, marked.state.backoff_level,
-        )  # fmt: skip
-        detail = {"connection_id": connection_id, "cooldown_ms": marked.cooldown_ms,
-                  "reason": reason}  # fmt: skip
+            connection_id,
+            marked.cooldown_ms,
+            reason,
+            marked.state.backoff_level,
+        )
+        detail = {
+            "connection_id": connection_id,
+            "cooldown_ms": marked.cooldown_ms,
+            "reason": reason,
+        }
         emit(ResilienceEvent("cooldown", subject, f"{marked.cooldown_ms} ms", detail))
 
 
@@ -136,8 +154,8 @@ async def connection_mark_succeeded(
     """A success clears the error fields, once: no write when already clean. True if cleared.
 
     A terminal state is left alone: a request that started before the ban may still succeed,
-    and only new credentials or an operator lift a terminal state (§4.5). ``seen`` is the state
-    read when the connection was selected: when it was clean, nothing is read again (§4.7
+    and only new credentials or an operator lift a terminal state. ``seen`` is the state
+    read when the connection was selected: when it was clean, nothing is read again (clearing
     decides from that snapshot too).
     """
     current = seen or await connection_state_get(
@@ -178,8 +196,9 @@ async def connection_cool_siblings(
     if cooled:
         logger.info(
             "connections %s: cooling down for %d ms (an operator rule of scope provider)",
-            ",".join(map(str, cooled)), cooldown_ms,
-        )  # fmt: skip
+            ",".join(map(str, cooled)),
+            cooldown_ms,
+        )
     return cooled
 
 

@@ -3,11 +3,11 @@
 Called from the proxy on each request; each call is a dictionary lookup and a clock read
 unless a chore is due, and the chores themselves run once per process (restore) or in the
 background: the breaker sweep every ``SWEEP_INTERVAL_SECONDS``, the expired re-check pass
-(routing's, handed in through ``register_expired_recheck``) every
+(routing's, handed in through ``resilience.hooks``) every
 ``EXPIRED_RECHECK_INTERVAL_SECONDS``.
 
 The breakers and model locks persisted in the database, and the durable state the upper
-layers register (``register_durable_state``: routing's session-affinity pins), are restored into
+layers hand in (``resilience.hooks``: routing's session-affinity pins), are restored into
 the store again whenever the store may have lost them: when Redis answers again after an outage,
 and when the store finds Redis restarted (its next connection sees a new server, even with no
 failed call in between) -- both run the store's recovery callback before it serves any other
@@ -20,16 +20,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from resilience.db import db_sync_to_async
+from omniroute.core.db import db_sync_to_async
+from omniroute.core.events import apart_from_requests
+from omniroute.core.store import StateStore
+from omniroute.core.store.resilient import ResilientStore
+from resilience.hooks import DurableState, hooks
 from resilience.persistence import persisted_breakers, persisted_lock_records
 from resilience.services.breakers import breaker_restore, breaker_sweep
 from resilience.services.lockouts import lockout_restore
-from resilience.store import StateStore
-from resilience.store.resilient import ResilientStore
 
 logger = logging.getLogger(__name__)
 SWEEP_INTERVAL_SECONDS = 300.0
@@ -55,48 +57,14 @@ _store_chores: dict[int, _StoreChores] = {}
 
 @dataclass(slots=True)
 class _Periodic:
-    """A per-process periodic pass: what it runs (sync, blocking), when it last started, and
-    the task while it runs."""
+    """A per-process periodic pass (what it runs comes from the hooks): when it last started,
+    and the task while it runs."""
 
-    run: Callable[[], object] | None = None
     last_started: float | None = None
     task: asyncio.Task[object] | None = None
 
 
 _expired_recheck = _Periodic()
-
-DurableRestore = Callable[[StateStore, bool], Awaitable[int]]
-"""Load a kind of durable state into a store: ``(store, overwrite)`` → how many records."""
-DurableSweep = Callable[[StateStore], Awaitable[object]]
-"""Drop what has lapsed of a kind of durable state (every ``SWEEP_INTERVAL_SECONDS``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Durable:
-    restore: DurableRestore
-    sweep: DurableSweep | None = None
-
-
-_durables: dict[str, _Durable] = {}
-
-
-def register_durable_state(
-    name: str, *, restore: DurableRestore, sweep: DurableSweep | None = None
-) -> None:
-    """Restore ``name``'s durable state whenever the breakers are restored (cold start, a
-    store back after an outage with ``overwrite``, a store that lost its data), and sweep it
-    with them. Resilience never imports the upper layers: they hand their state in here
-    (``RoutingConfig.ready``); registering a name again replaces it."""
-    _durables[name] = _Durable(restore, sweep)
-
-
-def register_expired_recheck(run_pass: Callable[[], object]) -> None:
-    """Run ``run_pass`` every ``EXPIRED_RECHECK_INTERVAL_SECONDS`` in the background.
-
-    Routing owns the connections and the probe, so ``RoutingConfig.ready`` hands its pass in;
-    a second registration replaces the first. Nothing runs until one is registered.
-    """
-    _expired_recheck.run = run_pass
 
 
 async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
@@ -105,8 +73,8 @@ async def _restore(store: StateStore, *, overwrite: bool = False) -> int:
     # Locks before the first request too: a locked model must not serve in between.
     locks = await db_sync_to_async(persisted_lock_records)(store.clock())
     locked = await lockout_restore(store=store, rows=locks, overwrite=overwrite)
-    for name, durable in list(_durables.items()):  # soft state: never on a request's path
-        _in_background(_restore_durable(name, durable, store, overwrite))
+    for durable in hooks().durable_states:  # soft state: never on a request's path
+        _in_background(_restore_durable(durable, store, overwrite))
     await store.set(RESTORE_MARKER_KEY, True)
     if restored or locked:
         logger.info("restored %d breaker(s), %d model lock(s) from the database", restored, locked)
@@ -120,7 +88,7 @@ class _RestoreOnRecovery:
     store: StateStore
 
     async def __call__(self) -> None:
-        await _restore(self.store, overwrite=True)  # decision 18: the database wins
+        await _restore(self.store, overwrite=True)  # durable state: the database wins
 
 
 def _watch_recovery(store: StateStore) -> None:
@@ -136,7 +104,9 @@ async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
     """Restore persisted breakers into ``store`` once, and start the chores that are due.
 
     Sync callers (admin, API views through ``async_to_sync``) pass ``chores=False``: their
-    event loop ends with the call, and a background chore started there would die with it.
+    event loop ends with the call, and a background chore started there would die with it, so
+    they also wait for the durable state's restore their call started (else whether it ran
+    would depend on timing).
     """
     restore = _restores.get(id(store))
     if restore is None or restore.get_loop() is not asyncio.get_running_loop():
@@ -144,6 +114,8 @@ async def resilience_ready(store: StateStore, *, chores: bool = True) -> None:
         restore = _restores[id(store)] = asyncio.ensure_future(_restore(store))
     if not restore.done():
         await asyncio.shield(restore)
+    if not chores:
+        await housekeeping_settle()
     if chores:
         _maybe_check_store(store)
         _maybe_recheck_expired()
@@ -157,7 +129,7 @@ async def housekeeping_settle() -> None:
 
 
 def _in_background(work: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
-    task: asyncio.Task[object] = asyncio.ensure_future(work)
+    task: asyncio.Task[object] = asyncio.ensure_future(apart_from_requests(work))
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
@@ -198,32 +170,30 @@ async def _check_store(store: StateStore, *, sweep: bool) -> None:
         logger.exception("state store check failed")
 
 
-async def _restore_durable(
-    name: str, durable: _Durable, store: StateStore, overwrite: bool
-) -> None:
+async def _restore_durable(durable: DurableState, store: StateStore, overwrite: bool) -> None:
     try:
         count = await durable.restore(store, overwrite)
     except Exception:  # the breakers and the other kinds are restored all the same
-        logger.exception("restoring %s failed", name)
+        logger.exception("restoring %s failed", durable.name)
         return
     if count:
-        logger.info("restored %d record(s) of %s from the database", count, name)
+        logger.info("restored %d record(s) of %s from the database", count, durable.name)
 
 
 async def _sweep_durables(store: StateStore) -> None:
-    for name, durable in list(_durables.items()):
+    for durable in hooks().durable_states:
         if durable.sweep is None:
             continue
         try:
             await durable.sweep(store)
         except Exception:
-            logger.exception("sweeping %s failed", name)
+            logger.exception("sweeping %s failed", durable.name)
 
 
 def _maybe_recheck_expired() -> None:
     """Start an expired re-check pass every interval; never two at once (probes can be slow)."""
     now, periodic = time.monotonic(), _expired_recheck
-    if periodic.run is None:
+    if hooks().expired_recheck is None:
         return
     if periodic.last_started is None:
         periodic.last_started = now  # the first pass is one interval after the first request
@@ -237,7 +207,7 @@ def _maybe_recheck_expired() -> None:
 async def _recheck_expired() -> None:
     # Not thread-sensitive: the probes block on the network, and clearing a connection waits
     # for the breaker/connection write-through, which runs on Django's single sync thread.
-    run = _expired_recheck.run
+    run = hooks().expired_recheck
     if run is None:
         return
     try:

@@ -7,7 +7,7 @@ nothing accumulates; an active lock is never evicted early.
 
 Each change that places or lifts a lock also writes the record to its database row
 (``model_lock_records``), in the background like the other write-through, and before the answer
-for an upstream-hinted lock (spec decision 18); the restore at start-up and after a store lost
+for an upstream-hinted lock; the restore at start-up and after a store lost
 its data loads the rows back (``lockout_restore``), so a restart keeps the models locked.
 """
 
@@ -16,10 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from omniroute.core.events import ResilienceEvent, emit
+from omniroute.core.store import Json, StateStore
 from resilience.domain.availability import AvailabilitySettings
+from resilience.domain.lock_record import LockRecord
 from resilience.domain.lockout import (
     FailureState,
     Lock,
@@ -34,102 +36,15 @@ from resilience.domain.lockout import (
     record_hinted,
     record_transient,
 )
-from resilience.events import ResilienceEvent, emit
-from resilience.persistence import persist_lock_record, persist_lock_records_cleared
-from resilience.store import Json, StateStore
+from resilience.persistence import persist_lock_record
 
 LOCK_PREFIX = "locks:"
 RECORD_TTL_SECONDS = 31 * 24 * 3600.0  # beyond the longest lock (30-day upstream hints)
-EVICTION_CAP = 1000  # failure states per connection (§5.5: MODEL_LOCKOUT_EVICTION_CAP)
 logger = logging.getLogger("omniroute.resilience")
 
 
 def lockout_key(provider: str, connection_id: int | str) -> str:
     return f"{LOCK_PREFIX}{provider}:{connection_id}"
-
-
-@dataclass(slots=True)
-class LockRecord:
-    """A connection's locks and failure states, by model slot."""
-
-    locks: dict[str, Lock] = field(default_factory=dict)
-    failures: dict[str, FailureState] = field(default_factory=dict)
-
-    @classmethod
-    def decode(cls, raw: Json | None) -> LockRecord:
-        if not isinstance(raw, dict):
-            return cls()
-        locks, fails = raw.get("locks"), raw.get("fails")
-        return cls(
-            {k: Lock.from_dict(v) for k, v in (locks or {}).items() if isinstance(v, dict)}
-            if isinstance(locks, dict) else {},
-            {k: FailureState.from_dict(v) for k, v in (fails or {}).items() if isinstance(v, dict)}
-            if isinstance(fails, dict) else {},
-        )  # fmt: skip
-
-    def pruned(self, now: float) -> LockRecord:
-        """Without expired locks and stale failure states, within the soft eviction cap."""
-        locks = {k: lock for k, lock in self.locks.items() if lock.until > now}
-        fails = {
-            k: state
-            for k, state in self.failures.items()
-            if k in locks or now - state.last_failure_at <= state.window + state.last_cooldown
-        }
-        return LockRecord(locks, _evicted(fails, keep=set(locks)))
-
-    def encode(self) -> dict[str, Any] | None:
-        if not self.locks and not self.failures:
-            return None
-        return {
-            "locks": {k: lock.to_dict() for k, lock in self.locks.items()},
-            "fails": {k: state.to_dict() for k, state in self.failures.items()},
-        }
-
-    def lock_ends(self) -> dict[str, float]:
-        return {slot: lock.until for slot, lock in self.locks.items()}
-
-    def concerns(self, model: str) -> bool:
-        """Whether the record holds a lock or a failure state of ``model``."""
-        return any(s in self.failures or s in self.locks for s in model_slots(model))
-
-    def awaiting_probe(self, model: str, threshold: int) -> float | None:
-        """A pair whose run of transient failures locked it and whose lock has ended: the
-        next request is its probe (decision 16). Returns the run's generation (its last
-        failure time), or ``None``. The caller has checked that no lock holds it."""
-        if not self.locked_in_run(model, threshold):
-            return None
-        return self.failures[model_slot(model, LockScope.EXACT)].last_failure_at
-
-    def locked_in_run(self, model: str, threshold: int) -> bool:
-        """Whether the pair's current run of transient failures has locked it: an attempt
-        let through now (the probe after the lock, or a panic attempt through it) is the
-        pair's probe (decision 25)."""
-        state = self.failures.get(model_slot(model, LockScope.EXACT))
-        return state is not None and state.consecutive >= threshold
-
-    def awaiting_hinted_probe(self, model: str) -> float | None:
-        """A pair whose upstream-hinted lock has ended with no success since: the next
-        request is its probe, the others wait for its answer. Returns the lock's start (its
-        generation), or ``None``."""
-        state = self.failures.get(model_slot(model, LockScope.EXACT))
-        return state.hinted_lock_at if state is not None and state.hinted_lock_at else None
-
-    def lock_for(self, model: str, now: float) -> Lock | None:
-        """The live lock with the latest end among the model's slots."""
-        live = [self.locks[s] for s in model_slots(model) if s in self.locks]
-        live = [lock for lock in live if lock.until > now]
-        return max(live, key=lambda lock: lock.until, default=None)
-
-
-def _evicted(failures: dict[str, FailureState], keep: set[str]) -> dict[str, FailureState]:
-    """The soft cap of §5.5: over ``EVICTION_CAP`` entries, drop the oldest failure states,
-    never one whose lock is still active."""
-    excess = len(failures) - EVICTION_CAP
-    if excess <= 0:
-        return failures
-    idle = sorted((s.last_failure_at, k) for k, s in failures.items() if k not in keep)
-    doomed = {k for _, k in idle[:excess]}
-    return {k: s for k, s in failures.items() if k not in doomed}
 
 
 async def lockout_record(*, store: StateStore, provider: str, connection_id: int) -> LockRecord:
@@ -138,12 +53,12 @@ async def lockout_record(*, store: StateStore, provider: str, connection_id: int
     return LockRecord.decode(raw).pruned(store.clock())
 
 
-async def _change(
+async def lockout_change(
     store: StateStore, provider: str, connection_id: int, step: Any, *, durable: bool = False
 ) -> LockRecord:
     """Apply ``step`` to the connection's record atomically. When its locks changed, write the
     record to the database: awaited with ``durable``, else in the background. A change of the
-    failure counts alone is not written (they are short-lived: decision 14)."""
+    failure counts alone is not written (they are short-lived)."""
     now = store.clock()
     result, before = LockRecord(), {}
 
@@ -177,7 +92,7 @@ async def lockout_record_failure(
     settings: LockoutSettings,
     tz: dt.tzinfo,
 ) -> Lock:
-    """Record one failure of ``model`` on the connection and lock it (§5.3)."""
+    """Record one failure of ``model`` on the connection and lock it."""
     slot = model_slot(model, scope)
     now = store.clock()
 
@@ -188,8 +103,8 @@ async def lockout_record_failure(
         record.failures[slot], record.locks[slot] = state, lock
         return record
 
-    hinted = request.exact_is_upstream_reset  # decision 18: durable before the answer
-    lock = (await _change(store, provider, connection_id, step, durable=hinted)).locks[slot]
+    hinted = request.exact_is_upstream_reset  # a hinted lock is durable before the answer
+    lock = (await lockout_change(store, provider, connection_id, step, durable=hinted)).locks[slot]
     if lock.locked_at == now:  # else a longer lock already in place was kept
         _log_lock(provider, connection_id, model, scope, lock)
     return lock
@@ -208,7 +123,7 @@ async def pair_record_hinted(
 ) -> Lock | None:
     """Record one hinted refusal of the pair; the lock it placed for everyone, if any (a
     ``short`` hint locks only on evidence of a real limit: ``record_hinted``). A placed lock is
-    in the database before the answer (spec decision 18)."""
+    in the database before the answer."""
     now = store.clock()
 
     def placed(state: FailureState | None, lock: Lock | None) -> tuple[FailureState, Lock | None]:
@@ -270,7 +185,9 @@ async def _pair_step(
             record.locks[slot] = lock
         return record
 
-    lock = (await _change(store, provider, connection_id, change, durable=durable)).locks.get(slot)
+    lock = (
+        await lockout_change(store, provider, connection_id, change, durable=durable)
+    ).locks.get(slot)
     if lock is None or lock.locked_at != now:
         return None
     _log_lock(provider, connection_id, model, LockScope.EXACT, lock)
@@ -281,15 +198,29 @@ def _log_lock(provider: str, connection_id: int, model: str, scope: LockScope, l
     """One line per lock placed on a model (a kept, longer lock is not a new one)."""
     logger.warning(
         "model %s locked on %s connection %d for %.1f s (scope=%s, reason=%s, failures=%d)",
-        model, provider, connection_id, lock.until - lock.locked_at, scope.value, lock.reason,
+        model,
+        provider,
+        connection_id,
+        lock.until - lock.locked_at,
+        scope.value,
+        lock.reason,
         lock.failure_count,
-    )  # fmt: skip
+    )
     seconds = lock.until - lock.locked_at
-    emit(ResilienceEvent(
-        "model_lock", f"{provider}/{model} on connection {connection_id}", f"{seconds:.1f} s",
-        {"provider": provider, "connection_id": connection_id, "model": model,
-         "seconds": round(seconds, 3), "reason": lock.reason},
-    ))  # fmt: skip
+    emit(
+        ResilienceEvent(
+            "model_lock",
+            f"{provider}/{model} on connection {connection_id}",
+            f"{seconds:.1f} s",
+            {
+                "provider": provider,
+                "connection_id": connection_id,
+                "model": model,
+                "seconds": round(seconds, 3),
+                "reason": lock.reason,
+            },
+        )
+    )
 
 
 async def lockout_record_success(
@@ -311,68 +242,7 @@ async def lockout_record_success(
                     record.locks.pop(slot, None)
         return record
 
-    await _change(store, provider, connection_id, step)
-
-
-async def lockout_unlock(
-    *, store: StateStore, provider: str, model: str, connection_id: int | None = None
-) -> int:
-    """Remove the model's locks on one connection, or on all of the provider's. Returns count."""
-    removed = 0
-    for key in await _keys(store, provider, connection_id):
-        _, _, connection = key.rpartition(":")
-
-        def step(record: LockRecord) -> LockRecord:
-            nonlocal removed
-            for slot in model_slots(model):
-                removed += slot in record.locks
-                record.locks.pop(slot, None)
-                record.failures.pop(slot, None)
-            return record
-
-        await _change(store, provider, int(connection), step)
-    return removed
-
-
-async def _keys(store: StateStore, provider: str, connection_id: int | None) -> list[str]:
-    if connection_id is not None:
-        return [lockout_key(provider, connection_id)]
-    return list(await store.scan(f"{LOCK_PREFIX}{provider}:"))
-
-
-async def lockout_clear_all(*, store: StateStore) -> int:
-    """Remove every lock of every connection. Returns how many records were dropped."""
-    dropped = await store.clear_prefix(LOCK_PREFIX)
-    persist_lock_records_cleared()
-    return dropped
-
-
-async def lockout_clear_matching(
-    *, store: StateStore, provider: str | None = None, connection_id: int | None = None
-) -> int:
-    """Remove every lock (and failure state) of the provider's connections, of one connection
-    (whatever its provider), or of that connection of the provider; at least one of the two is
-    given. Returns how many active locks were removed."""
-    if not provider and connection_id is None:
-        raise ValueError("name a provider or a connection; lockout_clear_all clears everything")
-    if provider and connection_id is not None:
-        records = [(provider, connection_id)]
-    else:
-        records = []
-        for key in await store.scan(f"{LOCK_PREFIX}{provider}:" if provider else LOCK_PREFIX):
-            owner, _, connection = key[len(LOCK_PREFIX) :].rpartition(":")
-            if connection_id is None or connection == str(connection_id):
-                records.append((owner, int(connection)))
-    removed = 0
-
-    def step(record: LockRecord) -> LockRecord:
-        nonlocal removed
-        removed += len(record.locks)  # the record comes pruned: active locks only
-        return LockRecord()
-
-    for owner, record_connection in records:
-        await _change(store, owner, record_connection, step)
-    return removed
+    await lockout_change(store, provider, connection_id, step)
 
 
 async def lockout_restore(
@@ -396,44 +266,3 @@ async def lockout_restore(
         await store.update(lockout_key(provider, connection_id), updater, ttl=RECORD_TTL_SECONDS)
         restored += len(record.locks) if loaded else 0
     return restored
-
-
-@dataclass(frozen=True, slots=True)
-class LockView:
-    """One active lock as the API and the admin list it (§5.6)."""
-
-    provider: str
-    connection_id: int
-    model: str
-    reason: str
-    remaining_ms: int
-    failure_count: int
-    locked_at: float
-    until: float
-    exact: bool
-    timer: str = ""
-
-
-async def lockout_list(*, store: StateStore) -> list[LockView]:
-    """Every active lock, longest remaining first."""
-    now = store.clock()
-    views = []
-    for key, raw in (await store.scan(LOCK_PREFIX)).items():
-        provider, _, connection = key[len(LOCK_PREFIX) :].rpartition(":")
-        for slot, lock in LockRecord.decode(raw).pruned(now).locks.items():
-            kind, _, model = slot.partition(":")
-            views.append(
-                LockView(
-                    provider,
-                    int(connection),
-                    model,
-                    lock.reason,
-                    int(lock.remaining(now) * 1000),
-                    lock.failure_count,
-                    lock.locked_at,
-                    lock.until,
-                    kind == "x",
-                    lock.timer,
-                )
-            )
-    return sorted(views, key=lambda view: view.remaining_ms, reverse=True)

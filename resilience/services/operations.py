@@ -12,18 +12,20 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from resilience.db import db_sync_to_async
-from resilience.domain.breaker import BreakerPolicy, BreakerState
-from resilience.persistence import persisted_breakers, persistence_flush
+from omniroute.core import tasks
+from omniroute.core.db import db_sync_to_async
+from omniroute.core.state import get_store
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import BreakerPolicy, BreakerState
+from resilience.persistence import persisted_breakers
 from resilience.services.breakers import (
+    breaker_forget,
     breaker_list,
     breaker_reset,
     breaker_reset_all,
     breaker_restore,
 )
 from resilience.services.housekeeping import resilience_ready
-from resilience.state import get_store
-from resilience.store import StateStore
 
 
 async def _reset(store: StateStore, names: list[str] | None, forget: bool) -> int:
@@ -34,9 +36,12 @@ async def _reset(store: StateStore, names: list[str] | None, forget: bool) -> in
         count = await breaker_reset_all(store=store, forget=forget)
     else:
         for name in names:
-            await breaker_reset(store=store, name=name)
+            if forget:
+                await breaker_forget(store=store, name=name)
+            else:
+                await breaker_reset(store=store, name=name)
         count = len(names)
-    await persistence_flush()
+    await tasks.flush()
     return count
 
 
@@ -48,7 +53,7 @@ def breakers_reset(*, names: list[str] | None = None, forget: bool = False) -> i
 async def breaker_statuses(
     *, store: StateStore, policies: dict[str, BreakerPolicy], default: BreakerPolicy
 ) -> list[dict[str, Any]]:
-    """Every breaker's status object (reference-part1 §2.7), by provider name."""
+    """Every breaker's status object, by provider name."""
     await resilience_ready(store, chores=False)
     now = store.clock()
     breakers = await breaker_list(store=store)

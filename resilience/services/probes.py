@@ -1,11 +1,11 @@
-"""Probe claims of pairs whose lock has ended (spec decisions 16 and 23): the first request to
+"""Probe claims of pairs whose lock has ended: the first request to
 find such a pair claims its one probe in the state store; the others keep skipping it (a
 self-set lock) or poll it (an upstream-hinted lock) until the probe has answered. A claim is
 keyed by the lock's generation, so each lock has its own probe, and it expires on its own."""
 
 from __future__ import annotations
 
-from resilience.store import StateStore
+from omniroute.core.store import StateStore
 
 PROBE_PREFIX = "pair-probe:"
 
@@ -19,7 +19,7 @@ async def pair_probe_claim(
     generation: float,
     ttl: float,
 ) -> str | None:
-    """Claim the one probe of a pair whose self-set lock just ended (decision 16); each lock
+    """Claim the one probe of a pair whose self-set lock just ended; each lock
     (``generation``) has its own probe. The claim's key when this caller got it (to release
     it if the probe ends with no answer), else ``None``."""
     key = f"{PROBE_PREFIX}{provider}:{connection_id}:{model}:{generation!r}"

@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from resilience.rules_models import ProviderErrorRule, StatusRestatementRule
-from resilience.services.config_version import config_changed
+from omniroute.core.config_version import config_changed
+from resilience.models.rules import ProviderErrorRule, StatusRestatementRule
 
 RuleRow = TypeVar("RuleRow", ProviderErrorRule, StatusRestatementRule)
 

@@ -1,4 +1,4 @@
-"""The one write path for the resilience settings document."""
+"""The one write path for the settings document (every app's sections, one row)."""
 
 from __future__ import annotations
 
@@ -7,30 +7,24 @@ from typing import Any
 
 from django.db import transaction
 
-from resilience.domain.settings import (
-    ResilienceSettings,
-    merge,
-    resolve_settings,
-    to_document,
-    validate_patch,
-)
+from omniroute.core.config_version import config_changed
+from omniroute.core.settings import SETTINGS, ResolvedSettings, merge
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
-from resilience.selectors import SETTINGS_PK, resilience_settings_current
-from resilience.services.config_version import config_changed
+from resilience.selectors.settings import SETTINGS_PK, settings_resolved_current
 
 
-def resilience_settings_get() -> ResilienceSettings:
-    """The current resolved settings (a sync database read)."""
-    return resilience_settings_current()
+def resilience_settings_get() -> ResolvedSettings:
+    """The current resolved settings, every section (a sync database read)."""
+    return settings_resolved_current()
 
 
 def resilience_settings_document() -> dict[str, Any]:
     """The current settings as the full camelCase document (what the API returns)."""
-    return to_document(resilience_settings_current())
+    return SETTINGS.render(settings_resolved_current())
 
 
 @transaction.atomic
-def resilience_settings_update(*, patch: Any) -> ResilienceSettings:
+def resilience_settings_update(*, patch: Any) -> ResolvedSettings:
     """Validate ``patch`` strictly, merge it into the stored document and save it.
 
     Raises ``SettingsError`` (nothing saved) naming every bad field. The configuration version
@@ -38,8 +32,8 @@ def resilience_settings_update(*, patch: Any) -> ResilienceSettings:
     """
     row, _ = ResilienceSettingsRow.objects.select_for_update().get_or_create(pk=SETTINGS_PK)
     stored = row.document if isinstance(row.document, dict) else {}
-    current = to_document(resolve_settings(stored, os.environ))
-    row.document = merge(stored, validate_patch(patch, current))
+    current = SETTINGS.render(SETTINGS.resolve(stored, os.environ))
+    row.document = merge(stored, SETTINGS.validate_patch(patch, current))
     row.save(update_fields=["document", "updated_at"])
     transaction.on_commit(config_changed)
-    return resolve_settings(row.document, os.environ)
+    return SETTINGS.resolve(row.document, os.environ)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omniroute.core.store import Json, StateStore
 from resilience.domain.streak import STALE_AFTER_SECONDS, Streak, StreakDecision, on_refusal
-from resilience.store import Json, StateStore
 
 STREAK_PREFIX = "streak:"
 

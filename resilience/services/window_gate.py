@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from omniroute.core.store import Json, StateStore, Updater
 from resilience.domain.window_gate import (
     WindowGatePolicy,
     connection_remaining,
     provider_remaining,
 )
-from resilience.store import Json, StateStore, Updater
 
 GATE_PREFIX = "gate:"
-# The exclusion reasons of reference-part2 §7.3.
+# The exclusion reasons the window gate gives.
 PROVIDER_COOLDOWN = "provider_cooldown"
 CONNECTION_COOLDOWN = "connection_cooldown"
 

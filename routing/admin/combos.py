@@ -7,14 +7,22 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import RelatedFieldWidgetWrapper
 from django.db.models import Count, Field, QuerySet
 from django.http import HttpRequest
 
-from resilience.admin._base import ServiceAdmin, TabularInlineBase
-from resilience.domain.attempt_overrides import attempt_override_bounds, attempt_override_keys
-from routing.domain.combo_options import COMMON, OPTION_SPECS, options_help
+from omniroute.core.admin import ServiceAdmin, TabularInlineBase
+from routing.domain.config.combo_options import COMMON, OPTION_SPECS, options_help
+from routing.domain.settings.overrides import attempt_override_bounds, attempt_override_keys
 from routing.models import Combo, ComboTarget
 from routing.services import combo_delete, combo_save
+
+
+class ConnectionNameField(forms.ModelChoiceField):
+    """A connection chosen by its name alone (a target's provider is in its own column)."""
+
+    def label_from_instance(self, obj: Any) -> str:
+        return str(obj.name)
 
 
 class ComboTargetInline(TabularInlineBase):
@@ -23,11 +31,30 @@ class ComboTargetInline(TabularInlineBase):
     model = ComboTarget
     fk_name = "combo"  # a target also names its nested combo (``combo_ref``)
     fields = (
-        "position", "provider", "model", "combo_ref", "connection", "weight",
+        "position",
+        "provider",
+        "model",
+        "combo_ref",
+        "connection",
+        "weight",
         "fallback_only_on_quota_exhaustion",
-    )  # fmt: skip
+    )
     ordering = ("position", "id")
     extra = 1
+
+    def formfield_for_dbfield(
+        self, db_field: Field[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> forms.Field | None:
+        """Narrow rows, so the targets fit a 1 280-pixel screen: a connection is named without
+        its provider (the provider column beside it says it), and the related fields keep only
+        their add and change links (deleting a provider or a connection from inside a combo is
+        not this form's business; viewing is what the change link does)."""
+        if db_field.name == "connection":
+            kwargs["form_class"] = ConnectionNameField
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and isinstance(field.widget, RelatedFieldWidgetWrapper):
+            field.widget.can_delete_related = field.widget.can_view_related = False
+        return field
 
 
 def _kept_targets(formset: Any) -> list[dict[str, Any]]:
@@ -39,9 +66,13 @@ def _kept_targets(formset: Any) -> list[dict[str, Any]]:
     ]
     rows.sort(key=lambda row: row.get("position") or 0)
     fields = (
-        "provider", "model", "combo_ref", "connection", "weight",
+        "provider",
+        "model",
+        "combo_ref",
+        "connection",
+        "weight",
         "fallback_only_on_quota_exhaustion",
-    )  # fmt: skip
+    )
     return [{name: row[name] for name in fields if name in row} for row in rows]
 
 

@@ -26,13 +26,12 @@ from django.http import (
 )
 from django.urls import URLPattern, path, reverse
 
-from resilience.admin._base import human_seconds, moment
-from resilience.services.lockout_operations import lockouts_by_connection, lockouts_unlock
-from resilience.services.lockouts import LockView
+from omniroute.core.admin import human_seconds, moment
+from resilience.services.lockout_operations import LockView, lockouts_by_connection, lockouts_unlock
 from routing.models import ProviderConnection
 
 if TYPE_CHECKING:
-    from resilience.admin._base import ModelAdminBase as _Base
+    from omniroute.core.admin import ModelAdminBase as _Base
 else:
     _Base = object
 

@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from resilience.admin._base import (
+from omniroute.core.admin import (
     LinesField,
     ModelFormBase,
     ServiceAdmin,
@@ -27,10 +27,11 @@ from resilience.admin._base import (
     moment,
 )
 from resilience.domain.connection_state import ConnectionState
+from routing.admin.connection_state import ConnectionStateFilter, connection_state_badges
 from routing.admin.connection_verbs import ConnectionVerbsMixin, attach_locks, live_locks
 from routing.crypto import mask_url_credentials
-from routing.domain.timing import cooldown_remaining_seconds
-from routing.domain.vocabulary import TestStatus
+from routing.domain.config.timing import cooldown_remaining_seconds
+from routing.domain.config.vocabulary import TestStatus
 from routing.models import ProviderConnection
 from routing.selectors import (
     connection_state_columns,
@@ -136,21 +137,10 @@ class ProviderConnectionAdmin(ConnectionVerbsMixin, ServiceAdmin):
     and as buttons on the change page)."""
 
     form = ProviderConnectionForm
-    list_display = (
-        "provider",
-        "name",
-        "priority",
-        "is_active",
-        "status",
-        "secret_preview",
-        "cooldown",
-        "locked_models",
-        "backoff",
-        "error_type",
-        "error_at",
-    )
+    # One state column (the details are on the change page): the list fits a 1 280-pixel screen.
+    list_display = ("name", "provider", "priority", "is_active", "state", "secret_preview")
     list_display_links = ("name",)
-    list_filter = ("provider", "test_status", "is_active", "auth_type")
+    list_filter = (ConnectionStateFilter, "provider", "test_status", "is_active", "auth_type")
     list_select_related = ("provider",)
     search_fields = ("name", "provider__slug", "provider__name")
     readonly_fields = ("secret_preview", "refresh_secret_preview", *CONNECTION_STATE_FIELDS)
@@ -188,6 +178,11 @@ class ProviderConnectionAdmin(ConnectionVerbsMixin, ServiceAdmin):
         attach_locks(page)
         return changelist
 
+    @admin.display(description="State", ordering="test_status")
+    def state(self, obj: ProviderConnection) -> str:
+        """The live state with the time left, and the locked models (hover for details)."""
+        return connection_state_badges(_live(obj), live_locks(obj), timezone.now().timestamp())
+
     @admin.display(description="Status", ordering="test_status")
     def status(self, obj: ProviderConnection) -> str:
         """ "available" once the cooldown has passed (recovery is lazy: the stored status stays
@@ -202,11 +197,14 @@ class ProviderConnectionAdmin(ConnectionVerbsMixin, ServiceAdmin):
     def locked_models(self, obj: ProviderConnection) -> str:
         locks = live_locks(obj)
         now = timezone.now().timestamp()
-        return format_html_join(
-            "",
-            "<div>{} ({})</div>",
-            ((lock.model, human_seconds(math.ceil(lock.until - now))) for lock in locks),
-        ) or "—"  # fmt: skip
+        return (
+            format_html_join(
+                "",
+                "<div>{} ({})</div>",
+                ((lock.model, human_seconds(math.ceil(lock.until - now))) for lock in locks),
+            )
+            or "—"
+        )
 
     @admin.display(description="Secret")
     def secret_preview(self, obj: ProviderConnection) -> str:

@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from resilience.admin._base import ServiceAdmin
+from omniroute.core.admin import ServiceAdmin
 from routing.models import FeatureFlag
 from routing.services import feature_flag_delete, feature_flag_save
 

@@ -11,8 +11,16 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from resilience.admin._base import LinesField, ModelFormBase, ServiceAdmin
-from routing.domain.vocabulary import Scope
+from omniroute.core.admin import (
+    LinesField,
+    ModelFormBase,
+    ServiceAdmin,
+    Tone,
+    human_duration,
+    moment,
+    state_badge,
+)
+from routing.domain.config.vocabulary import Scope
 from routing.models import ClientApiKey
 from routing.services import api_key_create, api_key_delete, api_key_revoke, api_key_update
 from routing.services.keys import LEASE_KEY_POLICY_MESSAGE, check_lease_policy
@@ -52,15 +60,8 @@ class ClientApiKeyAdmin(ServiceAdmin):
     """Client keys: the plaintext is shown once, after adding; only hash and prefix are kept."""
 
     form = ClientApiKeyForm
-    list_display = (
-        "name",
-        "prefix",
-        "scope_list",
-        "is_active",
-        "expires_at",
-        "revoked_at",
-        "created_at",
-    )
+    # One state column (active with the time left, expired, revoked): fits a 1 280-pixel screen.
+    list_display = ("name", "prefix", "scope_list", "key_state", "created_at")
     list_filter = ("is_active", "revoked_at")
     search_fields = ("name", "prefix")
     filter_horizontal = ("allowed_connections",)
@@ -74,6 +75,21 @@ class ClientApiKeyAdmin(ServiceAdmin):
     @admin.display(description="Scopes")
     def scope_list(self, obj: ClientApiKey) -> str:
         return ", ".join(obj.scopes or ()) or "—"
+
+    @admin.display(description="state", ordering="is_active")
+    def key_state(self, obj: ClientApiKey) -> str:
+        """ "revoked", "inactive", "expired", or "active" with the time left before it expires."""
+        now = timezone.now()
+        if obj.revoked_at is not None:
+            return state_badge("revoked", Tone.BAD, f"revoked {moment(obj.revoked_at)}")
+        if not obj.is_active:
+            return state_badge("inactive", Tone.QUIET)
+        if obj.expires_at is None:
+            return state_badge("active", Tone.OK)
+        if obj.expires_at <= now:
+            return state_badge("expired", Tone.BAD, f"expired {moment(obj.expires_at)}")
+        left = human_duration(obj.expires_at - now)
+        return state_badge(f"active, {left} left", Tone.OK, f"expires {moment(obj.expires_at)}")
 
     def save_model(self, request: HttpRequest, obj: ClientApiKey, form: Any, change: bool) -> None:
         fields = {name: form.cleaned_data[name] for name in KEY_FIELDS}

@@ -13,8 +13,8 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from routing.domain.keys import hash_key
-from routing.domain.vocabulary import Scope
+from routing.domain.config.keys import hash_key
+from routing.domain.config.vocabulary import Scope
 from routing.models import ClientApiKey
 
 

@@ -1,6 +1,6 @@
 """Management API errors in the same OpenAI shape as the proxy's.
 
-A validation error raised with one of the spec's own codes (upper case, such as
+A validation error raised with one of the gateway's documented codes (upper case, such as
 ``LEASE_KEY_POLICY_INVALID``) answers with that code and its message, so that clients can
 tell it apart from a plain invalid field.
 """
@@ -81,7 +81,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _spec_coded(detail: Any) -> Iterator[ErrorDetail]:
-    """The error details carrying one of the spec's codes, in order."""
+    """The error details carrying one of those documented codes, in order."""
     if isinstance(detail, dict):
         detail = list(detail.values())
     if isinstance(detail, list):

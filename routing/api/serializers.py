@@ -17,8 +17,8 @@ from rest_framework import serializers
 
 from resilience.domain.connection_state import ConnectionState
 from routing.crypto import mask_url_credentials
-from routing.domain.timing import cooldown_remaining_seconds
-from routing.domain.vocabulary import Scope
+from routing.domain.config.timing import cooldown_remaining_seconds
+from routing.domain.config.vocabulary import Scope
 from routing.models import (
     ClientApiKey,
     Combo,
@@ -228,9 +228,11 @@ class ComboTargetSerializer(serializers.ModelSerializer[ComboTarget]):
         if nested is not None:
             if provider is not None or model or connection is not None:
                 raise serializers.ValidationError(
-                    {"combo_ref": "A nested combo stands alone: leave provider, model and "
-                     "connection empty."}
-                )  # fmt: skip
+                    {
+                        "combo_ref": "A nested combo stands alone: leave provider, model and "
+                        "connection empty."
+                    }
+                )
             return attrs
         if provider is None:
             raise serializers.ValidationError(

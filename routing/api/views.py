@@ -17,6 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
+from omniroute.core.listing import ConfigListMixin
 from routing.api.serializers import (
     ClientApiKeyCreatedSerializer,
     ClientApiKeySerializer,
@@ -26,7 +27,7 @@ from routing.api.serializers import (
     ProviderSerializer,
 )
 from routing.models import ClientApiKey, Combo, ModelCatalogEntry, Provider, ProviderConnection
-from routing.selectors import connection_state_live
+from routing.selectors import LIVE_STATES, connection_state_live, connections_in_live_state
 from routing.services import (
     api_key_create,
     api_key_delete,
@@ -45,12 +46,24 @@ from routing.services import (
 )
 
 
-class ProviderViewSet(viewsets.ModelViewSet[Provider]):
+class ProviderViewSet(ConfigListMixin, viewsets.ModelViewSet[Provider]):
     """Catalog providers, looked up by ``slug``; deleting one still in use gives 409."""
 
     queryset = Provider.objects.order_by("slug")
     serializer_class = ProviderSerializer
     lookup_field = "slug"
+    filter_fields = {
+        name: name
+        for name in (
+            "category",
+            "wire_format",
+            "full_text_rules",
+            "honors_rule_scope",
+            "egress_bucketed_lock",
+            "per_model_quota",
+        )
+    }
+    search_fields = ("slug", "name", "base_url")
 
     def perform_create(self, serializer: BaseSerializer[Provider]) -> None:
         serializer.instance = provider_save(provider=Provider(), fields=serializer.validated_data)
@@ -82,21 +95,39 @@ def _connection_write(connection: ProviderConnection, data: dict[str, Any]) -> P
 
 @extend_schema_view(
     list=extend_schema(
-        parameters=[OpenApiParameter("provider", str, description="Only this provider's slug.")]
+        parameters=[
+            OpenApiParameter(
+                "state", str, enum=LIVE_STATES, description="Only connections in this live state."
+            )
+        ]
     )
 )
-class ProviderConnectionViewSet(viewsets.ModelViewSet[ProviderConnection]):
+class ProviderConnectionViewSet(ConfigListMixin, viewsets.ModelViewSet[ProviderConnection]):
     """Provider connections; secrets are write-only and never echoed."""
 
     queryset = ProviderConnection.objects.select_related("provider").order_by(
         "provider_id", "priority", "id"
     )
     serializer_class = ProviderConnectionSerializer
+    filter_fields = {
+        "provider": "provider",
+        "test_status": "test_status",
+        "is_active": "is_active",
+        "auth_type": "auth_type",
+    }
+    search_fields = ("name", "provider__slug", "provider__name")
 
     def get_queryset(self) -> QuerySet[ProviderConnection]:
         queryset = super().get_queryset()
-        provider = self.request.query_params.get("provider")
-        return queryset.filter(provider_id=provider) if provider else queryset
+        state = self.request.query_params.get("state") if self.action == "list" else None
+        if not state:
+            return queryset
+        try:
+            return connections_in_live_state(queryset, state)
+        except ValueError:
+            raise exceptions.ValidationError(
+                {"state": f"One of {', '.join(LIVE_STATES)}."}
+            ) from None
 
     def perform_create(self, serializer: BaseSerializer[ProviderConnection]) -> None:
         serializer.instance = _connection_write(ProviderConnection(), serializer.validated_data)
@@ -127,11 +158,13 @@ class ProviderConnectionViewSet(viewsets.ModelViewSet[ProviderConnection]):
         return Response(self.get_serializer(connection).data)
 
 
-class ClientApiKeyViewSet(viewsets.ModelViewSet[ClientApiKey]):
+class ClientApiKeyViewSet(ConfigListMixin, viewsets.ModelViewSet[ClientApiKey]):
     """Client keys. Create returns the plaintext once as ``key``; nothing else ever does."""
 
     queryset = ClientApiKey.objects.prefetch_related("allowed_connections").order_by("name", "id")
     serializer_class = ClientApiKeySerializer
+    filter_fields = {"is_active": "is_active", "revoked": "-revoked_at__isnull"}
+    search_fields = ("name", "prefix")
 
     @extend_schema(responses={201: ClientApiKeyCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -165,22 +198,16 @@ def _combo_write(combo: Combo, data: dict[str, Any]) -> Combo:
     return combo_save(combo=combo, fields=fields, targets=targets)
 
 
-@extend_schema_view(
-    list=extend_schema(parameters=[OpenApiParameter("name", str, description="Exact combo name.")])
-)
-class ComboViewSet(viewsets.ModelViewSet[Combo]):
+class ComboViewSet(ConfigListMixin, viewsets.ModelViewSet[Combo]):
     """Combos, looked up by numeric ``id`` (names may contain ``/``); filter with ``?name=``.
 
     ``targets`` is written whole: when given, it replaces the combo's targets in order.
     """
 
-    queryset = Combo.objects.prefetch_related("targets__combo_ref").order_by("name")
+    queryset = Combo.objects.prefetch_related("targets__combo_ref").order_by("name", "id")
     serializer_class = ComboSerializer
-
-    def get_queryset(self) -> QuerySet[Combo]:
-        queryset = super().get_queryset()
-        name = self.request.query_params.get("name")
-        return queryset.filter(name=name) if name else queryset
+    filter_fields = {"name": "name", "strategy": "strategy", "is_active": "is_active"}
+    search_fields = ("name", "description")
 
     def perform_create(self, serializer: BaseSerializer[Combo]) -> None:
         serializer.instance = _combo_write(Combo(), serializer.validated_data)
@@ -193,28 +220,19 @@ class ComboViewSet(viewsets.ModelViewSet[Combo]):
         combo_delete(combo=instance)
 
 
-@extend_schema_view(
-    list=extend_schema(
-        parameters=[
-            OpenApiParameter("provider", str, description="Only this provider's slug."),
-            OpenApiParameter("model", str, description="Only this exact model name."),
-        ]
-    )
-)
-class ModelCatalogEntryViewSet(viewsets.ModelViewSet[ModelCatalogEntry]):
+class ModelCatalogEntryViewSet(ConfigListMixin, viewsets.ModelViewSet[ModelCatalogEntry]):
     """The model catalog, by numeric ``id``; filter with ``?provider=`` and ``?model=``."""
 
-    queryset = ModelCatalogEntry.objects.order_by("provider_id", "model")
+    queryset = ModelCatalogEntry.objects.order_by("provider_id", "model", "id")
     serializer_class = ModelCatalogEntrySerializer
-
-    def get_queryset(self) -> QuerySet[ModelCatalogEntry]:
-        queryset = super().get_queryset()
-        filters = {
-            name: value
-            for name in ("provider", "model")
-            if (value := self.request.query_params.get(name))
-        }
-        return queryset.filter(**filters)
+    filter_fields = {
+        "provider": "provider",
+        "model": "model",
+        "accepts_prefill": "accepts_prefill",
+        "supports_tools": "supports_tools",
+        "supports_structured_output": "supports_structured_output",
+    }
+    search_fields = ("model", "provider__slug", "provider__name")
 
     def perform_create(self, serializer: BaseSerializer[ModelCatalogEntry]) -> None:
         serializer.instance = catalog_entry_save(

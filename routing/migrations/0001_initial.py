@@ -4,7 +4,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import routing.domain.vocabulary
+import routing.domain.config.vocabulary
 import routing.models.combos
 
 
@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
                             ("fusion", "fusion"),
                             ("pipeline", "pipeline"),
                         ],
-                        default=routing.domain.vocabulary.Strategy["PRIORITY"],
+                        default=routing.domain.config.vocabulary.Strategy["PRIORITY"],
                         max_length=32,
                         validators=[routing.models.combos.validate_strategy],
                     ),
@@ -94,7 +94,7 @@ class Migration(migrations.Migration):
                     "wire_format",
                     models.CharField(
                         choices=[("openai", "openai"), ("anthropic", "anthropic")],
-                        default=routing.domain.vocabulary.WireFormat["OPENAI"],
+                        default=routing.domain.config.vocabulary.WireFormat["OPENAI"],
                         max_length=16,
                     ),
                 ),
@@ -124,7 +124,7 @@ class Migration(migrations.Migration):
                     "auth_type",
                     models.CharField(
                         choices=[("api_key", "api_key"), ("oauth", "oauth"), ("none", "none")],
-                        default=routing.domain.vocabulary.AuthType["API_KEY"],
+                        default=routing.domain.config.vocabulary.AuthType["API_KEY"],
                         max_length=16,
                     ),
                 ),
@@ -163,7 +163,7 @@ class Migration(migrations.Migration):
                             ("expired", "expired"),
                             ("credits_exhausted", "credits_exhausted"),
                         ],
-                        default=routing.domain.vocabulary.TestStatus["ACTIVE"],
+                        default=routing.domain.config.vocabulary.TestStatus["ACTIVE"],
                         max_length=24,
                     ),
                 ),

@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
             name="expired_retry_count",
             field=models.PositiveIntegerField(
                 default=0,
-                help_text="Failed re-checks of an expired OAuth connection (decision 12).",
+                help_text="Failed re-checks of an expired OAuth connection.",
             ),
         ),
     ]

@@ -6,7 +6,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import routing.domain.vocabulary
+import routing.domain.config.vocabulary
 
 
 class Migration(migrations.Migration):
@@ -44,7 +44,7 @@ class Migration(migrations.Migration):
                     "accepts_prefill",
                     models.CharField(
                         choices=[("yes", "yes"), ("no", "no"), ("unknown", "unknown")],
-                        default=routing.domain.vocabulary.Prefill["UNKNOWN"],
+                        default=routing.domain.config.vocabulary.Prefill["UNKNOWN"],
                         help_text="Whether the model continues a partial assistant message. On 'yes' a stream cut after it started is completed by continuing it; on 'no' or 'unknown' the answer is regenerated and spliced where the client's copy stopped.",
                         max_length=8,
                     ),

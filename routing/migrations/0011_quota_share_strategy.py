@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import routing.domain.vocabulary
+import routing.domain.config.vocabulary
 import routing.models.combos
 
 
@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                     ("pipeline", "pipeline"),
                     ("quota-share", "quota-share"),
                 ],
-                default=routing.domain.vocabulary.Strategy["PRIORITY"],
+                default=routing.domain.config.vocabulary.Strategy["PRIORITY"],
                 max_length=32,
                 validators=[routing.models.combos.validate_strategy],
             ),

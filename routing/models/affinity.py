@@ -8,8 +8,8 @@ from routing.models.providers import Provider, ProviderConnection
 
 
 class SessionAffinityPin(models.Model):
-    """One session's pin to a connection of a provider (reference-part2 §1.4); the state
-    store holds the live pin, this row is its copy for restarts (see ``routing.affinity``)."""
+    """One session's pin to a connection of a provider; the state
+    store holds the live pin, this row is its copy for restarts (see ``routing.proxy.affinity``)."""
 
     provider = models.ForeignKey(Provider, on_delete=models.CASCADE, related_name="+")
     key_hash = models.CharField(

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from routing.domain.vocabulary import Prefill
+from routing.domain.config.vocabulary import Prefill
 
 # The bounds of the global `attempts.timeToFirstTokenMs` and `attempts.streamIdleMs` settings,
 # which a catalog entry overrides for its model.

@@ -6,11 +6,11 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 
-from resilience.domain.attempt_overrides import attempt_overrides_validate
-from resilience.domain.settings import ROOT_FIELD, SettingsError
-from routing.domain.combo_options import ComboOptionsError, combo_options_validate
-from routing.domain.resolution import MAX_COMBO_DEPTH
-from routing.domain.vocabulary import Strategy
+from omniroute.core.settings import ROOT_FIELD, SettingsError
+from routing.domain.config.combo_options import ComboOptionsError, combo_options_validate
+from routing.domain.config.vocabulary import Strategy
+from routing.domain.plan.resolution import MAX_COMBO_DEPTH
+from routing.domain.settings.overrides import attempt_overrides_validate
 
 
 def validate_strategy(value: str) -> None:
@@ -141,8 +141,10 @@ class ComboTarget(models.Model):
     def _clean_reference(self) -> None:
         if self.provider_id is not None or self.model or self.connection_id is not None:
             raise ValidationError(
-                {"combo_ref": "A nested combo stands alone: leave provider, model and "
-                 "connection empty."}
-            )  # fmt: skip
+                {
+                    "combo_ref": "A nested combo stands alone: leave provider, model and "
+                    "connection empty."
+                }
+            )
         if self.combo_ref_id == self.combo_id:
             raise ValidationError({"combo_ref": "A combo cannot contain itself."})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from routing.domain.fallback import parse_emergency_fallback
+from routing.domain.plan.fallback import parse_emergency_fallback
 
 
 class FeatureFlag(models.Model):

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.db import models
 
-from routing.domain.keys import key_is_usable
+from routing.domain.config.keys import key_is_usable
 
 
 class ClientApiKey(models.Model):

@@ -9,8 +9,8 @@ from django.core.validators import MinValueValidator
 from django.db import models
 
 from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
-from routing.domain.rate_limits import check_overrides
-from routing.domain.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
+from routing.domain.config.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
+from routing.domain.quota.rate_limits import check_overrides
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
@@ -87,7 +87,7 @@ class ProviderConnection(models.Model):
     error_code = models.CharField(max_length=64, blank=True)
     backoff_level = models.PositiveIntegerField(default=0)
     expired_retry_count = models.PositiveIntegerField(
-        default=0, help_text="Failed re-checks of an expired OAuth connection (decision 12)."
+        default=0, help_text="Failed re-checks of an expired OAuth connection."
     )
     expired_retry_at = models.DateTimeField(
         null=True, blank=True, help_text="When the next expired re-check is due."

@@ -10,7 +10,13 @@ from routing.services.connections import (
     connection_save,
 )
 from routing.services.flags import feature_flag_delete, feature_flag_save
-from routing.services.keys import api_key_create, api_key_delete, api_key_revoke, api_key_update
+from routing.services.keys import (
+    api_key_create,
+    api_key_delete,
+    api_key_restore,
+    api_key_revoke,
+    api_key_update,
+)
 from routing.services.providers import provider_delete, provider_save
 from routing.services.secrets import SecretRotation, secrets_rotate
 
@@ -18,6 +24,7 @@ __all__ = [
     "SecretRotation",
     "api_key_create",
     "api_key_delete",
+    "api_key_restore",
     "api_key_revoke",
     "api_key_update",
     "catalog_entry_delete",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from resilience.services.config_version import config_changed
+from omniroute.core.config_version import config_changed
 
 
 def announce_change() -> None:

@@ -1,9 +1,9 @@
-"""Session-affinity pins and connection usage in the state store, and the pins' durable copy
-(reference-part2 §1.4, §1.5); the one write path of ``SessionAffinityPin``.
+"""Session-affinity pins and connection usage in the state store, and the pins' durable copy;
+the one write path of ``SessionAffinityPin``.
 
 Two kinds of store record:
 
-* ``affinity-pin:<provider>:<pin hash>`` → the session's pin (``routing.domain.affinity.Pin``),
+* ``affinity-pin:<provider>:<pin hash>`` → the session's pin (``routing.domain.affinity.pins.Pin``),
   expiring with it;
 * ``affinity-usage:<provider>`` → when each of the provider's connections was last chosen for
   a session and how many times in a row: what the least-recently-used choice reads.
@@ -25,11 +25,11 @@ from dataclasses import replace
 
 from asgiref.sync import async_to_sync
 
-from resilience.db import db_sync_to_async
-from resilience.persistence import write_in_background
-from resilience.state import get_store
-from resilience.store import Json, StateStore
-from routing.domain.affinity import (
+from omniroute.core.db import db_sync_to_async
+from omniroute.core.state import get_store
+from omniroute.core.store import Json, StateStore
+from omniroute.core.tasks import write_in_background
+from routing.domain.affinity.pins import (
     Pin,
     live_pin,
     lru_choice,
@@ -212,12 +212,18 @@ def _delete_rows(pins: Sequence[tuple[str, str]]) -> int:
 def _live_rows(now: float) -> list[tuple[str, str, Pin]]:
     rows = SessionAffinityPin.objects.filter(expires_at__gt=_moment(now))
     return [
-        (row.provider_id, row.key_hash, Pin(
-            row.connection_id, row.created_at.timestamp(), row.last_used_at.timestamp(),
-            row.expires_at.timestamp(),
-        ))
+        (
+            row.provider_id,
+            row.key_hash,
+            Pin(
+                row.connection_id,
+                row.created_at.timestamp(),
+                row.last_used_at.timestamp(),
+                row.expires_at.timestamp(),
+            ),
+        )
         for row in rows
-    ]  # fmt: skip
+    ]
 
 
 def _delete_lapsed(now: float) -> int:

@@ -10,14 +10,14 @@ from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
-from leases.services import leases_invalidate_for_connection
+from leases.interface import leases_invalidate_for_connection
+from omniroute.core import tasks
+from omniroute.core.state import get_store
 from resilience.domain.connection_state import ConnectionState
-from resilience.persistence import persistence_flush
 from resilience.services.connections import connection_state_get, connection_state_reset
 from resilience.services.streaks import streak_clear
 from resilience.services.window_gate import window_gate_forget
-from resilience.state import get_store
-from routing.domain.vocabulary import TERMINAL_STATUSES, TestStatus
+from routing.domain.config.vocabulary import TERMINAL_STATUSES, TestStatus
 from routing.models import ProviderConnection
 from routing.selectors import connection_state_columns
 from routing.services._changes import announce_change
@@ -64,7 +64,7 @@ def connection_save(
 ) -> ProviderConnection:
     """Create or update a connection. A ``None`` secret keeps the stored one; "" clears it.
 
-    New credentials lift a terminal state (§4.5: it lasts until the credentials change).
+    New credentials lift a terminal state (it lasts until the credentials change).
     """
     for name, value in (fields or {}).items():
         setattr(connection, name, value)
@@ -74,7 +74,7 @@ def connection_save(
         connection.set_refresh_secret(refresh_secret)
     connection.full_clean()
     renewed = connection.pk is not None and (secret or refresh_secret)
-    connection.save()  # a lease bound to it, if disabled, moves on its next request (§2.8)
+    connection.save()  # a lease bound to it, if disabled, moves on its next request
     announce_change()
     if renewed and connection_is_terminal(connection=connection):
         transaction.on_commit(lambda: connection_reset_terminal(connection=connection))
@@ -84,12 +84,12 @@ def connection_save(
 async def _forget_live_state(connection_id: int, provider: str) -> None:
     store = get_store()
     await connection_state_reset(store=store, connection_id=connection_id)
-    await streak_clear(store=store, connection_id=connection_id)  # §4.6: operator reset too
+    await streak_clear(store=store, connection_id=connection_id)  # an operator reset clears it too
     await window_gate_forget(store=store, provider=provider, connection_id=connection_id)
     # A write-through queued before the reset would otherwise land after the row is cleared.
     # It runs on Django's single sync thread: a caller on that very thread would wait forever,
     # hence the bound (the flush is left running on timeout, never cancelled).
-    flush = asyncio.ensure_future(persistence_flush())
+    flush = asyncio.ensure_future(tasks.flush())
     _, pending = await asyncio.wait({flush}, timeout=FLUSH_TIMEOUT_SECONDS)
     if pending:
         logger.warning("connection %s cleared before its queued write-through ran", connection_id)

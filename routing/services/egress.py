@@ -1,4 +1,4 @@
-"""The proxy log: which egress each connection used, for the egress-bucketed lock (§7.5)."""
+"""The proxy log: which egress each connection used, for the egress-bucketed lock."""
 
 from __future__ import annotations
 

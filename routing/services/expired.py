@@ -1,4 +1,4 @@
-"""Re-checks of expired OAuth connections (decision 12; reference-part1 §4.5).
+"""Re-checks of expired OAuth connections.
 
 An ``expired`` connection of an OAuth provider is probed up to ``EXPIRED_RETRY_MAX`` times.
 A success clears it to active (``connection_clear_error``: row and live state); a failure
@@ -24,7 +24,7 @@ import httpx
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from routing.domain.vocabulary import ProviderCategory, TestStatus, WireFormat
+from routing.domain.config.vocabulary import ProviderCategory, TestStatus, WireFormat
 from routing.models import ProviderConnection
 from routing.services.connections import connection_clear_error
 

@@ -8,6 +8,7 @@ so its connections go back to the pool.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -15,13 +16,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from leases.domain.states import EndReason
-from leases.services import leases_invalidate_for_key
-from routing.domain.keys import display_prefix, generate_key, hash_key
-from routing.domain.vocabulary import Scope
+from leases.interface import EndReason, leases_invalidate_for_key
+from routing.domain.config.keys import display_prefix, generate_key, hash_key
+from routing.domain.config.vocabulary import Scope
 from routing.models import ClientApiKey, ProviderConnection
 from routing.services._changes import announce_change
 
+KEY_HASH = re.compile(r"[0-9a-f]{64}")
 KNOWN_SCOPES = frozenset(s.value for s in Scope)
 LEASE_KEY_POLICY_INVALID = "LEASE_KEY_POLICY_INVALID"
 LEASE_KEY_POLICY_MESSAGE = (
@@ -39,7 +40,7 @@ def _validate_scopes(scopes: Iterable[str]) -> list[str]:
 
 
 def check_lease_policy(scopes: Iterable[str], connections: Iterable[object]) -> None:
-    """Reference-part2 §2.2: a managed key names the connections it may lease."""
+    """A managed key names the connections it may lease."""
     if Scope.LEASE_EXCLUSIVE in scopes and not list(connections):
         error = ValidationError(LEASE_KEY_POLICY_MESSAGE, code=LEASE_KEY_POLICY_INVALID)
         raise ValidationError({"allowed_connections": error})
@@ -56,13 +57,43 @@ def api_key_create(
     is_active: bool = True,
 ) -> tuple[ClientApiKey, str]:
     """Create a key; returns it with its plaintext, which is never stored."""
-    connections, valid_scopes = list(allowed_connections), _validate_scopes(scopes)
-    check_lease_policy(valid_scopes, connections)
     plaintext = generate_key()
-    key = ClientApiKey(
+    key = api_key_restore(
         name=name,
         key_hash=hash_key(plaintext),
         prefix=display_prefix(plaintext),
+        scopes=scopes,
+        allowed_models=allowed_models,
+        allowed_connections=allowed_connections,
+        expires_at=expires_at,
+        is_active=is_active,
+    )
+    return key, plaintext
+
+
+@transaction.atomic
+def api_key_restore(
+    *,
+    name: str,
+    key_hash: str,
+    prefix: str,
+    scopes: Iterable[str] = (),
+    allowed_models: Iterable[str] = (),
+    allowed_connections: Iterable[ProviderConnection] = (),
+    expires_at: datetime | None = None,
+    is_active: bool = True,
+) -> ClientApiKey:
+    """Save a key given its hash: a new key's (``api_key_create``), or one recreated from its
+    stored hash by a configuration import, so whoever holds the plaintext keeps using it and
+    the plaintext never passes through the gateway."""
+    if not KEY_HASH.fullmatch(key_hash):
+        raise ValidationError({"key_hash": "A key's SHA-256: 64 lower-case hex digits."})
+    connections, valid_scopes = list(allowed_connections), _validate_scopes(scopes)
+    check_lease_policy(valid_scopes, connections)
+    key = ClientApiKey(
+        name=name,
+        key_hash=key_hash,
+        prefix=prefix,
         scopes=valid_scopes,
         allowed_models=list(allowed_models),
         expires_at=expires_at,
@@ -72,7 +103,7 @@ def api_key_create(
     key.save()
     key.allowed_connections.set(connections)
     announce_change()
-    return key, plaintext
+    return key
 
 
 @transaction.atomic

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -24,16 +25,34 @@ from urllib.parse import urlencode
 import httpx
 import psycopg
 import pytest
+import redis
 from cryptography.fernet import Fernet
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.conftest import free_port, require_service
-from tests.databases import gateway_database, redis_prefix
+from tests.databases import delete_keys, gateway_database, redis_prefix, run_key_patterns
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM_SECRET = "sk-upstream-e2e-SECRET-0123456789"
 READ_TIMEOUT_SECONDS = 1.5
 MAX_BODY_BYTES = 64 * 1024
+POSTGRES = os.environ.get("CI_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+REDIS = os.environ.get("CI_REDIS_URL", "redis://127.0.0.1:6379/15")
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -58,6 +77,8 @@ def _gateway_env(data_dir: Path) -> dict[str, str]:
         # trip the store's fallback for a second; these tests are not about that timeout (the
         # outage test kills Redis outright).
         OMNIROUTE_STORE_TIMEOUT_MS="250",
+        # The production default, which the test suite's own process turns off.
+        OMNIROUTE_REQUEST_LOG="1",
     )
     return env
 
@@ -119,10 +140,11 @@ def prepare_gateway(data_dir: Path, **overrides: str) -> tuple[dict[str, str], s
 
 
 @contextmanager
-def serving(env: dict[str, str], manage_key: str) -> Iterator[Gateway]:
-    """A gateway process on a free port for the duration of the block."""
+def serving(env: dict[str, str], manage_key: str, *options: str) -> Iterator[Gateway]:
+    """A gateway process (``manage.py serve`` with ``options``) on a free port for the
+    duration of the block."""
     port = free_port()
-    argv = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port)]
+    argv = [sys.executable, str(ROOT / "manage.py"), "serve", "--port", str(port), *options]
     process = subprocess.Popen(argv, env=env)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -138,6 +160,42 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     env, manage_key = prepare_gateway(tmp_path_factory.mktemp("gateway"))
     with serving(env, manage_key) as running:
         yield running
+
+
+@pytest.fixture
+def shared_services() -> Iterator[dict[str, str]]:
+    """PostgreSQL (``prepare_gateway`` makes the gateways' own database on it) and Redis under
+    a prefix of this test's, whose keys are deleted afterwards: the environment of several
+    gateway processes sharing their state."""
+    store = redis.Redis.from_url(REDIS, socket_connect_timeout=3)
+    try:
+        store.ping()
+    except redis.RedisError as error:
+        require_service("Redis", error)
+    prefix = redis_prefix("procs")
+    try:
+        yield {"DATABASE_URL": POSTGRES, "REDIS_URL": REDIS, "OMNIROUTE_REDIS_PREFIX": prefix}
+    finally:
+        delete_keys(REDIS, run_key_patterns(prefix))
+        store.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    """Headless Chromium (Debian's ``chromium`` and ``chromium-driver``) driven by Selenium."""
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if binary is None or driver is None:
+        require_service("Chromium", FileNotFoundError("chromium or chromedriver (make browser)"))
+    assert binary is not None and driver is not None
+    options = Options()
+    options.binary_location = binary
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
 
 
 @dataclass
@@ -170,18 +228,29 @@ def make_route(
     slug = f"e2e-{secrets.token_hex(4)}"
     gateway.post(
         "/api/providers/",
-        {"slug": slug, "name": slug, "category": category, "base_url": fake.base_url(),
-         "wire_format": wire_format},
-    )  # fmt: skip
+        {
+            "slug": slug,
+            "name": slug,
+            "category": category,
+            "base_url": fake.base_url(),
+            "wire_format": wire_format,
+        },
+    )
     ids = []
     for priority, knobs in enumerate(scenarios or ({},), start=1):
         connection = gateway.post(
             "/api/connections/",
-            {"provider": slug, "name": f"c{priority}", "priority": priority,
-             "base_url": scenario_url(fake, slug, priority, knobs), "secret": UPSTREAM_SECRET,
-             "disable_cooling": disable_cooling, "served_models": served_models or [],
-             **(connection_fields[priority - 1] if priority <= len(connection_fields) else {})},
-        )  # fmt: skip
+            {
+                "provider": slug,
+                "name": f"c{priority}",
+                "priority": priority,
+                "base_url": scenario_url(fake, slug, priority, knobs),
+                "secret": UPSTREAM_SECRET,
+                "disable_cooling": disable_cooling,
+                "served_models": served_models or [],
+                **(connection_fields[priority - 1] if priority <= len(connection_fields) else {}),
+            },
+        )
         ids.append(connection["id"])
     allowed = models if models is not None else [f"{slug}/*"]
     key = gateway.post("/api/keys/", {"name": f"{slug}-client", "allowed_models": allowed})

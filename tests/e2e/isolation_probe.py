@@ -16,8 +16,8 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection
 
-from resilience.state import get_store
-from routing.fakeupstream import FakeUpstream
+from omniroute.core.state import get_store
+from omniroute.tools.fakeupstream import FakeUpstream
 from routing.models import Provider
 from tests.databases import database_exists, on_database, suite_redis_url
 from tests.e2e.conftest import make_route, prepare_gateway, serving

@@ -1,4 +1,4 @@
-"""Admission through real HTTP (reference-part2 §3, §5; spec decisions 10 and 21).
+"""Admission through real HTTP.
 
 (1) ``max_concurrent = 1``: twenty concurrent requests all succeed and the upstream never has
     more than one in flight on the connection (measured at the fake upstream from its records'
@@ -35,7 +35,7 @@ import httpx
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import READ_TIMEOUT_SECONDS, Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e
@@ -259,9 +259,11 @@ async def test_an_upstream_slower_than_max_wait_is_a_local_504_that_charges_no_o
 ) -> None:
     request_queue(**FAST_QUEUE, maxWaitMs=MAX_WAIT_MS)
     route = make_route(
-        gateway, fake, {"latency_ms": BEYOND_MAX_WAIT_MS},
+        gateway,
+        fake,
+        {"latency_ms": BEYOND_MAX_WAIT_MS},
         connection_fields=[{"rate_limit_protection": True}],
-    )  # fmt: skip
+    )
     (connection,) = route.connections
     before = connection_state(gateway, connection)
 
@@ -291,9 +293,12 @@ async def test_the_execution_limit_fails_over_to_the_next_connection(
 ) -> None:
     request_queue(**FAST_QUEUE, maxWaitMs=MAX_WAIT_MS)
     route = make_route(
-        gateway, fake, {"latency_ms": BEYOND_MAX_WAIT_MS}, {},
+        gateway,
+        fake,
+        {"latency_ms": BEYOND_MAX_WAIT_MS},
+        {},
         connection_fields=[{"rate_limit_protection": True}],
-    )  # fmt: skip
+    )
     first, second = route.connections
     before = connection_state(gateway, first)
 

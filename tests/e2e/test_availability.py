@@ -1,4 +1,4 @@
-"""Availability first, through real HTTP (spec decisions 13–17).
+"""Availability first, through real HTTP.
 
 (a) A model whose upstream keeps failing is locked alone, briefly, on its connection: the
     connection's other model serves throughout, a request for the locked model gets one panic
@@ -25,7 +25,7 @@ import httpx
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e
@@ -60,15 +60,6 @@ def fast_recovery(gateway: Gateway) -> Iterator[dict[str, Any]]:
     yield settings_patch(gateway, {"availability": patch})["availability"]
     if before is not None:
         settings_patch(gateway, {"availability": before})
-
-
-@pytest.fixture
-def lockout_enabled(gateway: Gateway) -> Iterator[None]:
-    """The reference's model lockout switched on (it would lock on a 404); restored after."""
-    before = gateway.api.get("/api/resilience").json()["modelLockout"]["enabled"]
-    settings_patch(gateway, {"modelLockout": {"enabled": True}})
-    yield
-    settings_patch(gateway, {"modelLockout": {"enabled": before}})
 
 
 @pytest.fixture
@@ -181,10 +172,16 @@ def test_a_combo_model_failing_every_time_never_refuses_a_request(
     route = make_route(gateway, fake)
     model_a, model_b = set_model("a", **FAILURES[failure]), set_model("b")
     combo = f"combo-{route.provider}"
-    gateway.post("/api/combos/", {"name": combo, "targets": [
-        {"provider": route.provider, "model": model_a},
-        {"provider": route.provider, "model": model_b},
-    ]})  # fmt: skip
+    gateway.post(
+        "/api/combos/",
+        {
+            "name": combo,
+            "targets": [
+                {"provider": route.provider, "model": model_a},
+                {"provider": route.provider, "model": model_b},
+            ],
+        },
+    )
     key = gateway.post("/api/keys/", {"name": combo, "allowed_models": [combo]})["key"]
 
     for _ in range(20):
@@ -203,12 +200,17 @@ NOT_FOUND_MESSAGE = "The model `{model}` does not exist or you do not have acces
 
 
 def test_an_unknown_model_gets_the_upstreams_404_and_changes_nothing(
-    gateway: Gateway, fake: FakeUpstream, set_model: SetModel, lockout_enabled: None
+    gateway: Gateway, fake: FakeUpstream, set_model: SetModel
 ) -> None:
+    # The model lockout always applies (its switch is retired) and its codes cannot list 404.
     route = make_route(gateway, fake)
     unknown = set_model("no-such-model")
-    error = {"message": NOT_FOUND_MESSAGE.format(model=unknown), "type": "invalid_request_error",
-             "param": None, "code": "model_not_found"}  # fmt: skip
+    error = {
+        "message": NOT_FOUND_MESSAGE.format(model=unknown),
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "model_not_found",
+    }
     fake.set_model(unknown, status=404, body=orjson.dumps({"error": error}).decode())
     real = set_model("real")
     other = {"name": f"{route.provider}-other", "allowed_models": [f"{route.provider}/*"]}

@@ -1,8 +1,8 @@
 """The availability load test, short: 5 % random upstream 503s on every connection.
 
-The random-503 half of ``make availability`` (routing.availability) with fewer requests: a
+The random-503 half of ``make availability`` (omniroute.tools.availability) with fewer requests: a
 fake upstream with a fixed seed and a gateway of its own, two scenarios of 400 requests. Pass
-marks (spec decisions 14–16): with two connections at least 99.5 % of requests answered and
+marks: with two connections at least 99.5 % of requests answered and
 never ``503 all_targets_cooling_down``; with one connection 99 %. The hinted 429 scenarios and
 their direct baseline run in ``make availability`` only; their bars are checked here on made-up
 results.
@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import pytest
 
-from routing.availability import (
+from omniroute.tools.availability.report import replace_section, report, section
+from omniroute.tools.availability.run import run_availability
+from omniroute.tools.availability.scenarios import (
     ALL_SCENARIOS,
     COOLING,
     DIRECT,
@@ -29,10 +31,6 @@ from routing.availability import (
     Scenario,
     ScenarioResult,
     failures,
-    replace_section,
-    report,
-    run_availability,
-    section,
 )
 
 SHORT = LoadPlan(requests=400, concurrency=1, duration=45.0, seed=20260101)

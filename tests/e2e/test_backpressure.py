@@ -1,4 +1,5 @@
-"""A client that stops reading a stream stops the gateway reading the upstream (back-pressure).
+"""A client that stops reading a stream stops the gateway reading the upstream (back-pressure),
+under daphne and under uvicorn.
 
 Without it the gateway reads the upstream at full speed and buffers whatever the client has
 not taken yet, so one slow reader can hold a whole answer in the gateway's memory.
@@ -16,9 +17,17 @@ import httpx
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
-from routing.fakeupstream.wire import content
-from tests.e2e.conftest import READ_TIMEOUT_SECONDS, Gateway, Route, make_route, records
+from omniroute.tools.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream.wire import content
+from tests.e2e.conftest import (
+    READ_TIMEOUT_SECONDS,
+    Gateway,
+    Route,
+    make_route,
+    prepare_gateway,
+    records,
+    serving,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -31,6 +40,16 @@ SETTLED_S = 0.5  # the upstream's progress stands still this long: it is being h
 # The pause outlasts the gateway's upstream read timeout: a held-back upstream is not a stall.
 PAUSE_MIN_S = READ_TIMEOUT_SECONDS + 0.5
 PAUSE_MAX_S = 8.0
+
+
+@pytest.fixture(scope="module", params=["daphne", "uvicorn"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Gateway]:
+    """A gateway under each server."""
+    env, manage_key = prepare_gateway(tmp_path_factory.mktemp(f"backpressure-{request.param}"))
+    with serving(env, manage_key, "--server", request.param) as running:
+        yield running
 
 
 def _sent(fake: FakeUpstream, route: Route) -> int:
@@ -68,8 +87,9 @@ def _digest_of_content(lines: Iterator[str]) -> tuple[str, str]:
 
 
 def test_a_client_that_stops_reading_holds_the_upstream_back(
-    gateway: Gateway, fake: FakeUpstream
+    served: Gateway, fake: FakeUpstream
 ) -> None:
+    gateway = served
     route = make_route(gateway, fake, KNOBS)
     body = {"model": route.model(), "stream": True, "messages": [{"role": "user", "content": "x"}]}
     # A small, fixed receive buffer: the kernel cannot soak up megabytes on the client's behalf.

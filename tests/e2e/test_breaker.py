@@ -5,8 +5,8 @@ These tests change the ``local`` profile's breaker settings (threshold 2, reset 
 The gateway runs in its own process, whose clock cannot be injected: the one wait here is a
 bounded poll for the 1 s reset timeout.
 
-A 5xx is pinned to its (connection, model) pair until a second pair of the provider fails
-(spec decision 14), so each failing provider here has two connections that both answer 503:
+A 5xx is pinned to its (connection, model) pair until a second pair of the provider fails,
+so each failing provider here has two connections that both answer 503:
 the first request's first failure is pinned, its second counts, and the second request's
 first failure opens the breaker. The attempt policy's retries are off here
 (``attempts.retriesPerTarget`` 0), so each upstream call is one the breaker judges.
@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import (
     Gateway,
     make_route,
@@ -43,8 +43,10 @@ MESSAGES = [{"role": "user", "content": "x"}]
 @pytest.fixture
 def fast_local_breaker(gateway: Gateway) -> Iterator[None]:
     current = gateway.api.get("/api/resilience").json()
-    before = {"providerBreaker": {"local": current["providerBreaker"]["local"]},
-              "attempts": current["attempts"]}  # fmt: skip
+    before = {
+        "providerBreaker": {"local": current["providerBreaker"]["local"]},
+        "attempts": current["attempts"],
+    }
     fast = {"providerBreaker": {"local": FAST_LOCAL}, "attempts": NO_RETRIES}
     patch = gateway.api.patch("/api/resilience", json=fast)
     assert patch.status_code == 200, patch.text
@@ -127,11 +129,14 @@ def test_combo_traffic_moves_to_the_next_provider_while_one_is_open(
     name = f"combo-{failing.provider}"
     gateway.post(
         "/api/combos/",
-        {"name": name, "targets": [
-            {"provider": failing.provider, "model": "m"},
-            {"provider": healthy.provider, "model": "m"},
-        ]},
-    )  # fmt: skip
+        {
+            "name": name,
+            "targets": [
+                {"provider": failing.provider, "model": "m"},
+                {"provider": healthy.provider, "model": "m"},
+            ],
+        },
+    )
     key = gateway.post("/api/keys/", {"name": name, "allowed_models": [name]})["key"]
 
     for _ in range(3):

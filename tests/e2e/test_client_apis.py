@@ -10,8 +10,8 @@ import anthropic
 import openai
 import pytest
 
-from routing.fakeupstream import FakeUpstream
-from routing.fakeupstream.wire import content
+from omniroute.tools.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream.wire import content
 from tests.e2e.conftest import Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e

@@ -1,5 +1,5 @@
-"""The combo cooldown-aware wait through real HTTP (reference-part2 §4 and §7.3; spec decisions
-11, 15 and 20): a combo whose every target answered a short upstream-hinted 429 waits for the
+"""The combo cooldown-aware wait through real HTTP: a
+combo whose every target answered a short upstream-hinted 429 waits for the
 first to come back and answers 200; a quota 429 is never waited for; targets excluded by long
 upstream timers get the 503 ``all_targets_cooling_down`` without an upstream call.
 
@@ -16,20 +16,25 @@ import httpx
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, Route, make_route, records
 
 pytestmark = pytest.mark.e2e
 
 MESSAGES = [{"role": "user", "content": "x"}]
 HINT_SECONDS = 2
-# The attempt policy would wait a 2 s hint out on the same target (decision 20, step 1);
+# The attempt policy would wait a 2 s hint out on the same target;
 # these combos switch that off so that what is proved is the combo's own wait (step 3).
 NO_SAME_TARGET_WAIT = {"maxRetryAfterWaitMs": 0}
 DAILY_QUOTA = orjson.dumps(
-    {"error": {"message": "Daily quota exceeded for this model. Try again tomorrow.",
-               "type": "rate_limit_error", "code": "rate_limit_exceeded"}}
-).decode()  # fmt: skip
+    {
+        "error": {
+            "message": "Daily quota exceeded for this model. Try again tomorrow.",
+            "type": "rate_limit_error",
+            "code": "rate_limit_exceeded",
+        }
+    }
+).decode()
 
 
 def combo_of_two(
@@ -42,9 +47,13 @@ def combo_of_two(
     targets = [{"provider": route.provider, "model": "m"} for route in (first, second)]
     gateway.post(
         "/api/combos/",
-        {"name": name, "strategy": "priority", "targets": targets,
-         "attempt_overrides": overrides or {}},
-    )  # fmt: skip
+        {
+            "name": name,
+            "strategy": "priority",
+            "targets": targets,
+            "attempt_overrides": overrides or {},
+        },
+    )
     key = gateway.post("/api/keys/", {"name": name, "allowed_models": [name]})["key"]
     return first, second, name, key
 
@@ -142,20 +151,25 @@ def test_targets_behind_long_upstream_timers_get_the_503_without_an_upstream_cal
     assert body["error"]["code"] == "all_targets_cooling_down"
     assert body["error"]["type"] == "service_unavailable"
     message = body["error"]["message"]
-    assert message.startswith("Service temporarily unavailable: every target in this combo is "
-                              f"cooling down ({first.provider}/m: model_lockout (")  # fmt: skip
+    assert message.startswith(
+        "Service temporarily unavailable: every target in this combo is "
+        f"cooling down ({first.provider}/m: model_lockout ("
+    )
     retry_after = int(refused.headers["retry-after"])
     assert 190 <= retry_after <= 200
     recovery = {"action": "wait", "next_step": "retry later", "retry_after_seconds": retry_after}
     assert body["recovery_hint"] == recovery
     assert body["diagnostics"] == {
-        "poolSize": 2, "attempted": 0,
+        "poolSize": 2,
+        "attempted": 0,
         "excluded": [
             {"provider": first.provider, "model": "m", "reason": "model_lockout"},
             {"provider": second.provider, "model": "m", "reason": "model_lockout"},
         ],
-        "attemptOrder": [], "terminalReason": "all_targets_cooling_down", "recovery": recovery,
-    }  # fmt: skip
+        "attemptOrder": [],
+        "terminalReason": "all_targets_cooling_down",
+        "recovery": recovery,
+    }
     assert refused.headers["x-omniroute-combo-terminal-reason"] == "all_targets_cooling_down"
     assert refused.headers["x-omniroute-recovery-action"] == "wait"
     assert refused.headers["x-omniroute-retry-after-seconds"] == str(retry_after)

@@ -1,5 +1,5 @@
 """Upstream hints through real HTTP: a 429 with Retry-After takes out only that (key, model)
-pair, for exactly that long; the connection itself keeps serving (spec decisions 13 and 14).
+pair, for exactly that long; the connection itself keeps serving.
 
 The gateway runs in its own process, whose clock cannot be injected: this test waits out the
 upstream's 7 s Retry-After, polling in bounded steps.
@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e

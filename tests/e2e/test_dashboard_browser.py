@@ -2,32 +2,31 @@
 ``chromium-driver``, driven by Selenium) against a gateway process.
 
 The connection list must be styled (a computed style, not just a 200 for the stylesheet), and
-the live dashboard must show a breaker turning open without a reload. Screenshots are kept in
-``test-artifacts/`` (``OMNIROUTE_TEST_ARTIFACTS`` moves it).
+the live dashboard must show a breaker turning open without a reload (its event linking to the
+request that opened it in the request log), and count a request that failed over within two
+seconds of its answer. Screenshots are kept in ``test-artifacts/``
+(``OMNIROUTE_TEST_ARTIFACTS`` moves it).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from routing.fakeupstream import FakeUpstream
-from tests.conftest import require_service
-from tests.e2e.conftest import ROOT, Gateway, prepare_gateway, serving
+from omniroute.tools.fakeupstream import FakeUpstream
+from tests.e2e.conftest import ROOT, Gateway, make_route, prepare_gateway, records, serving
 from tests.e2e.dashboard_support import (
-    ADMIN_PASSWORD,
-    ADMIN_USER,
+    MESSAGES,
     create_admin,
     failing_route,
+    log_in,
     open_breaker,
 )
 
@@ -35,30 +34,10 @@ pytestmark = pytest.mark.e2e
 
 ARTIFACTS = Path(os.environ.get("OMNIROUTE_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 WAIT_SECONDS = 15
+SHOWN_WITHIN_SECONDS = 2.0  # from the client's answer to the dashboard showing the request
+POLL_SECONDS = 0.05
 # The admin's header colour (--header-bg, from admin/css/base.css); unstyled it is transparent.
 ADMIN_HEADER_BACKGROUND = "rgba(65, 118, 144, 1)"
-CHROMIUM_FLAGS = (
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-    "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--window-size=1400,1000",
-)  # fmt: skip
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if binary is None or driver is None:
-        require_service("Chromium", FileNotFoundError("chromium or chromedriver (make browser)"))
-    assert binary is not None and driver is not None
-    options = Options()
-    options.binary_location = binary
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
-        options.add_argument(flag)
-    chrome = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-    try:
-        yield chrome
-    finally:
-        chrome.quit()
 
 
 @pytest.fixture
@@ -75,20 +54,12 @@ def _screenshot(chrome: webdriver.Chrome, name: str) -> None:
     assert chrome.save_screenshot(str(ARTIFACTS / name))
 
 
-def _log_in(chrome: webdriver.Chrome, gateway: Gateway) -> None:
-    chrome.get(f"{gateway.url}/admin/login/")
-    chrome.find_element(By.NAME, "username").send_keys(ADMIN_USER)
-    chrome.find_element(By.NAME, "password").send_keys(ADMIN_PASSWORD)
-    chrome.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
-    WebDriverWait(chrome, WAIT_SECONDS).until(lambda c: "/admin/login/" not in c.current_url)
-
-
 def test_the_connection_list_is_styled_and_the_dashboard_shows_a_breaker_opening_live(
     browser: webdriver.Chrome, own_gateway: tuple[Gateway, dict[str, str]], fake: FakeUpstream
 ) -> None:
     gateway, _ = own_gateway
     route = failing_route(gateway, fake)
-    _log_in(browser, gateway)
+    log_in(browser, gateway)
 
     browser.get(f"{gateway.url}/admin/routing/providerconnection/")
     header = browser.find_element(By.ID, "header")
@@ -106,10 +77,60 @@ def test_the_connection_list_is_styled_and_the_dashboard_shows_a_breaker_opening
     assert not browser.find_elements(By.CSS_SELECTOR, f'#breakers tr[data-key="{route.provider}"]')
     _screenshot(browser, "dashboard-before.png")
 
-    open_breaker(gateway, route)
+    requests = open_breaker(gateway, route)
     state = f'#breakers tr[data-key="{route.provider}"] td.state'
     wait.until(lambda c: [e.text for e in c.find_elements(By.CSS_SELECTOR, state)] == ["open"])
     assert browser.execute_script("return window.loadedOnce") is True  # the same page
     events = browser.find_elements(By.CSS_SELECTOR, '#events li[data-kind="breaker"]')
-    assert any(route.provider in e.text and "open" in e.text for e in events)
+    [opened] = [e for e in events if route.provider in e.text and "open" in e.text]
     _screenshot(browser, "dashboard-breaker-open.png")
+
+    # the event links to the request that opened the breaker, in the request log
+    link = opened.find_element(By.CSS_SELECTOR, "a.request-link")
+    assert link.text == f"request {requests[-1]}"
+    target = str(link.get_attribute("href"))
+    wait.until(lambda c: _opened(c, target) and "/change/" in c.current_url)  # once written
+    assert requests[-1] in browser.find_element(By.ID, "content").text
+
+
+def _opened(chrome: webdriver.Chrome, url: str) -> bool:
+    chrome.get(url)
+    return True
+
+
+def _figure(chrome: webdriver.Chrome, name: str) -> str:
+    return str(chrome.find_element(By.ID, name).text)
+
+
+def test_the_dashboard_counts_a_request_that_failed_over_within_two_seconds(
+    browser: webdriver.Chrome, own_gateway: tuple[Gateway, dict[str, str]], fake: FakeUpstream
+) -> None:
+    gateway, _ = own_gateway
+    route = make_route(gateway, fake, {"status": 503}, {})  # the first connection answers 503
+    log_in(browser, gateway)
+    browser.get(f"{gateway.url}/admin/dashboard/")
+    wait = WebDriverWait(browser, WAIT_SECONDS, poll_frequency=POLL_SECONDS)
+    wait.until(
+        lambda c: c.find_element(By.ID, "socket-state").get_attribute("data-state") == "open"
+    )
+    # The harness's start-up probe (GET /v1/models) is a request too: idle once it has left
+    # the window.
+    wait.until(lambda c: _figure(c, "processes") == "idle")
+    assert (_figure(browser, "requests"), _figure(browser, "failovers")) == ("0", "0")
+
+    with gateway.client(route.key) as client:
+        answer = client.post(
+            "/chat/completions", json={"model": route.model(), "messages": MESSAGES}
+        )
+    answered = time.monotonic()
+    assert answer.status_code == 200, answer.text
+    assert f"connection={route.connections[1]}" in answer.headers["x-omniroute-decision"]
+    assert records(fake, route, 1) and records(fake, route, 2)  # both targets were asked
+
+    left = SHOWN_WITHIN_SECONDS - (time.monotonic() - answered)
+    shown = WebDriverWait(browser, left, poll_frequency=POLL_SECONDS)
+    shown.until(lambda c: (_figure(c, "requests"), _figure(c, "failovers")) == ("1", "1"))
+    assert time.monotonic() - answered <= SHOWN_WITHIN_SECONDS
+    assert _figure(browser, "rps") == "0.1"  # one request over the ten-second window
+    assert _figure(browser, "processes") == "1"
+    _screenshot(browser, "dashboard-failover-counted.png")

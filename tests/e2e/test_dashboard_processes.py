@@ -1,6 +1,6 @@
 """Two gateway processes on one PostgreSQL database and one Redis: a breaker opened through
 process A reaches a dashboard connected to process B, as an event from A over the Redis
-channel layer and in B's next snapshot (read from the shared store).
+channel layer and in B's next snapshot (read from the shared store), and so do A's requests.
 
 The gateways get a PostgreSQL database and a Redis key prefix of their own, removed afterwards.
 """
@@ -8,44 +8,20 @@ The gateways get a PostgreSQL database and a Redis key prefix of their own, remo
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from websockets.sync.client import ClientConnection, connect
 
-from routing.fakeupstream import FakeUpstream
-from tests.conftest import require_service
-from tests.databases import delete_keys, redis_prefix, run_key_patterns
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, prepare_gateway, serving
 from tests.e2e.dashboard_support import admin_session, create_admin, failing_route, open_breaker
 
 pytestmark = pytest.mark.e2e
 
-POSTGRES = os.environ.get("CI_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-REDIS = os.environ.get("CI_REDIS_URL", "redis://127.0.0.1:6379/15")
 RECEIVE_SECONDS = 15
-
-
-@pytest.fixture
-def shared_services() -> Iterator[dict[str, str]]:
-    """PostgreSQL (``prepare_gateway`` makes the gateways' own database on it) and Redis under
-    a prefix of this test's, whose keys are deleted afterwards."""
-    store = redis.Redis.from_url(REDIS, socket_connect_timeout=3)
-    try:
-        store.ping()
-    except redis.RedisError as error:
-        require_service("Redis", error)
-    prefix = redis_prefix("dash")
-    try:
-        yield {"DATABASE_URL": POSTGRES, "REDIS_URL": REDIS, "OMNIROUTE_REDIS_PREFIX": prefix}
-    finally:
-        delete_keys(REDIS, run_key_patterns(prefix))
-        store.close()
 
 
 def _socket(gateway: Gateway, session: str) -> ClientConnection:
@@ -94,3 +70,8 @@ def test_a_breaker_opened_through_one_process_reaches_a_dashboard_on_another(
             )
             states = {breaker["name"]: breaker["state"] for breaker in shown["breakers"]}
             assert states[route.provider] == "open"
+            # A's two refused requests reach B's traffic figures too (through the store).
+            counted = _until(
+                dashboard, lambda m: m["type"] == "snapshot" and m["traffic"]["errors"] >= 2
+            )
+            assert counted["traffic"]["requests"] >= 2 and not counted["traffic"]["idle"]

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e
@@ -94,7 +94,7 @@ def test_a_client_error_from_upstream_is_not_retried_elsewhere(
 def test_a_stream_cut_after_the_first_byte_is_finished_by_the_next_connection(
     gateway: Gateway, fake: FakeUpstream
 ) -> None:
-    # spec decision 22: the next connection regenerates the same text, and only what the
+    # Recovery after commit: the next connection regenerates the same text, and only what the
     # client does not have yet is relayed (tests/e2e/test_streams.py has the other outcomes)
     route = make_route(gateway, fake, {"reset": "mid", "chunk_interval_ms": 10}, {})
     response = ask(gateway, route.key, route.model(), stream=True)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import MAX_BODY_BYTES, Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e
@@ -91,7 +91,9 @@ def test_x_api_key_is_accepted(gateway: Gateway, fake: FakeUpstream) -> None:
 def test_a_revoked_key_is_refused_at_once(gateway: Gateway, fake: FakeUpstream) -> None:
     route = make_route(gateway, fake)
     key_id = next(
-        k["id"] for k in gateway.api.get("/api/keys/").json() if k["prefix"] == route.key[:12]
+        k["id"]
+        for k in gateway.api.get("/api/keys/", params={"search": route.key[:12]}).json()["results"]
+        if k["prefix"] == route.key[:12]
     )
     assert gateway.api.post(f"/api/keys/{key_id}/revoke/").is_success
     with gateway.client(route.key) as client:

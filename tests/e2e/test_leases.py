@@ -1,4 +1,4 @@
-"""Exclusive session leases across gateway processes (reference-part2 §2.6, §2.7, §2.9): two
+"""Exclusive session leases across gateway processes: two
 gateway processes share one database (SQLite here, PostgreSQL in the CI's second pass), and
 twenty owners racing for a one-connection pool through both of them get exactly one lease.
 Then the winner's lease serves inference on either process, and the raw owner token is
@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, prepare_gateway, records, serving
 
 pytestmark = pytest.mark.e2e
@@ -42,18 +42,29 @@ def test_twenty_owners_racing_through_two_processes_get_one_lease(
     env, manage_key = prepare_gateway(tmp_path)
     with serving(env, manage_key) as first:
         route = make_route(first, fake)
-        managed = first.post("/api/keys/", {
-            "name": "agent", "scopes": ["lease:exclusive"],
-            "allowed_connections": route.connections, "allowed_models": [f"{route.provider}/*"],
-        })["key"]  # fmt: skip
+        managed = first.post(
+            "/api/keys/",
+            {
+                "name": "agent",
+                "scopes": ["lease:exclusive"],
+                "allowed_connections": route.connections,
+                "allowed_models": [f"{route.provider}/*"],
+            },
+        )["key"]
         model = route.model("m")
         with serving(env, manage_key) as second:  # it reads the configuration made above
             owners = [owner() for _ in range(RACERS)]
             gateways = [first, second] * (RACERS // 2)
             with ThreadPoolExecutor(RACERS) as pool:
-                answers = list(pool.map(lambda pair: acquire(*pair), [
-                    (gw, managed, model, who) for gw, who in zip(gateways, owners, strict=True)
-                ]))  # fmt: skip
+                answers = list(
+                    pool.map(
+                        lambda pair: acquire(*pair),
+                        [
+                            (gw, managed, model, who)
+                            for gw, who in zip(gateways, owners, strict=True)
+                        ],
+                    )
+                )
 
             statuses = sorted(a.status_code for a in answers)
             assert statuses == [200] + [429] * (RACERS - 1), [a.text for a in answers]

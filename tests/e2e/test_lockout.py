@@ -1,5 +1,5 @@
 """Pair locks (model lockouts) through real HTTP: one failing model never takes its connection
-down (spec decision 13), and an upstream-hinted lock is never overridden by panic (15)."""
+down, and an upstream-hinted lock is never overridden by panic."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e

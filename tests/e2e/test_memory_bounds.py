@@ -4,7 +4,8 @@ slowly.
 The relay must stream, never buffer. Relaying an answer of any size grows the gateway's resident
 memory (its peak, ``VmHWM``, against its size before) by less than ``RSS_GROWTH_BOUND_MIB``; a
 client that reads slowly holds the upstream back, so what the upstream has sent and the client
-has not read stays within what the socket buffers on the way hold (``IN_FLIGHT_BOUND_BYTES``).
+has not read stays within what the socket buffers on the way hold, well under the half of the
+stream that ``IN_FLIGHT_BOUND_BYTES`` allows.
 A plain (non-stream) answer is checked whole before it is relayed, so one is held only up to
 ``MAX_UPSTREAM_BODY_BYTES`` (32 MiB): a 200 MB one is refused unread, by its length.
 The gateway is a ``manage.py serve`` process of this module's own, so its memory is these
@@ -23,8 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
-from routing.loadgen import (
+from omniroute.tools.fakeupstream import FakeUpstream
+from omniroute.tools.loadgen import (
     manage,
     process_peak_rss_mib,
     process_rss_mib,
@@ -42,8 +43,12 @@ CHUNK_SIZE = 100_000
 BIG = {"chunks": 2000, "chunk_size": CHUNK_SIZE, "chunk_interval_ms": 0.001}  # 200 MB of text
 SLOW = {"chunks": 400, "chunk_size": CHUNK_SIZE, "chunk_interval_ms": 0.001}  # 40 MB of text
 WARM = {"chunks": 20, "chunk_size": CHUNK_SIZE, "chunk_interval_ms": 0.001}
-# The kernel's socket buffers between the fake and the client hold about 10 MB on loopback.
-IN_FLIGHT_BOUND_BYTES = 16 * 1024 * 1024
+# The upstream sends the slow stream (40 MB) in about a second, ten times what the client reads
+# in that time: a relay that buffered would let it run ahead by most of the stream. One that
+# holds it back leaves only what the kernel's socket buffers on the way hold: about 10 MB on
+# loopback, more on a loaded machine, where the kernel grows them (its receive maximum here is
+# 32 MB). The bound is half the stream, so it is derived from the stream, not from a run.
+IN_FLIGHT_BOUND_BYTES = SLOW["chunks"] * CHUNK_SIZE // 2
 CLIENT_RECEIVE_BUFFER = 64 * 1024
 READ_BYTES = 128 * 1024
 SLOW_PAUSE_S = 0.02  # per read: about 6 MB/s, a tenth of what the relay can do here
@@ -82,8 +87,10 @@ def read_stream(
     """Stream an answer through a small receive buffer, calling ``pace`` with the bytes read so
     far after each read; the bytes read and the last of them."""
     body: dict[str, Any] = {
-        "model": route.model(), "stream": True, "messages": [{"role": "user", "content": "x"}],
-    }  # fmt: skip
+        "model": route.model(),
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
     small = [(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RECEIVE_BUFFER)]
     transport = httpx.HTTPTransport(socket_options=small)
     headers = {"authorization": f"Bearer {route.key}"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import UPSTREAM_SECRET, Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e
@@ -86,11 +86,15 @@ def test_combo_routes_across_providers_in_order(gateway: Gateway, fake: FakeUpst
     name = f"combo-{failing.provider}"
     gateway.post(
         "/api/combos/",
-        {"name": name, "strategy": "priority", "targets": [
-            {"provider": failing.provider, "model": "m1"},
-            {"provider": healthy.provider, "model": "m2"},
-        ]},
-    )  # fmt: skip
+        {
+            "name": name,
+            "strategy": "priority",
+            "targets": [
+                {"provider": failing.provider, "model": "m1"},
+                {"provider": healthy.provider, "model": "m2"},
+            ],
+        },
+    )
     key = gateway.post("/api/keys/", {"name": f"{name}-key", "allowed_models": [name]})["key"]
     with gateway.client(key) as client:
         response = client.post(

@@ -1,4 +1,4 @@
-"""A real rate limit, through real HTTP (spec decision 23): every call to a model answers
+"""A real rate limit, through real HTTP: every call to a model answers
 ``429 Retry-After: 2`` for 10 s, then it is healthy again, while 8 clients send requests one
 after another for 20 s.
 
@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from routing.fakeupstream import FakeUpstream
-from routing.fakeupstream.behaviour import RequestRecord
+from omniroute.tools.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream.behaviour import RequestRecord
 from tests.e2e.conftest import Gateway, make_route, records
 
 pytestmark = pytest.mark.e2e

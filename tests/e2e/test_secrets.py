@@ -1,4 +1,4 @@
-"""Nothing secret leaves (spec decision 19), over real HTTP.
+"""Nothing secret leaves, over real HTTP.
 
 An upstream 400, 403 and 500 whose error message quotes the connection's own key and a
 ``Bearer sk-…`` string: the client's body, the connection's ``last_error`` (management API) and
@@ -20,7 +20,7 @@ import httpx
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.conftest import free_port
 from tests.e2e.conftest import (
     ROOT,
@@ -128,7 +128,7 @@ def test_an_upstream_error_quoting_the_key_leaks_it_nowhere(
     assert "[redacted]" in response.json()["error"]["message"]
 
     # The connection's last_error, written by the attribution code (which scrubs it). A 403
-    # (credential) marks the connection; a 400 records nothing (decision 17) and a 500 is
+    # (credential) marks the connection; a 400 records nothing and a 500 is
     # counted on the (connection, model) pair, so theirs may stay empty.
     recorded = last_error(logged_gateway, connection, RECORDED_WAIT_SECONDS[status])
     assert_no_secret(recorded, secret)

@@ -1,4 +1,4 @@
-"""A Redis outage through real HTTP: the gateway keeps answering (spec decision 18).
+"""A Redis outage through real HTTP: the gateway keeps answering.
 
 This test runs its own ``redis-server`` and its own gateway pointed at it, kills the server
 while requests are flowing, checks that every request still succeeds and that health says
@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, make_route, prepare_gateway, serving
 from tests.redis_server import RedisServer, running_redis
 
@@ -75,8 +75,11 @@ def test_a_redis_outage_never_fails_a_request(
     gateway, prefix = outage_gateway
     route = make_route(gateway, fake)
     assert _health(gateway)["store"] == {
-        "backend": "redis", "degraded": False, "reason": None, "since": None,
-    }  # fmt: skip
+        "backend": "redis",
+        "degraded": False,
+        "reason": None,
+        "since": None,
+    }
 
     with gateway.client(route.key) as client:
         # when: Redis dies under load

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from routing.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, Route, make_route
 
 pytestmark = pytest.mark.e2e

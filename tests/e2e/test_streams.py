@@ -1,6 +1,6 @@
 """Streams over real HTTP with the official ``openai`` SDK as the client: limits before the
 first token, and after commit a cut or a stall is finished (prefill continuation or
-regenerate-and-splice) or ended honestly, never duplicated (spec decision 22)."""
+regenerate-and-splice) or ended honestly, never duplicated."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import openai
 import orjson
 import pytest
 
-from routing.fakeupstream import FakeUpstream
-from routing.fakeupstream.wire import content
+from omniroute.tools.fakeupstream import FakeUpstream
+from omniroute.tools.fakeupstream.wire import content, tokens
 from tests.conftest import free_port
 from tests.e2e.conftest import ROOT, Gateway, Route, make_route, records
 
@@ -42,10 +42,12 @@ def stream_text(gateway: Gateway, route: Route, **extra: Any) -> tuple[str, list
     """The text the SDK assembles from a streamed answer, and its chunks."""
     chunks = list(
         sdk(gateway, route).chat.completions.create(
-            model=route.model(), messages=[{"role": "user", "content": "x"}], stream=True,
+            model=route.model(),
+            messages=[{"role": "user", "content": "x"}],
+            stream=True,
             **extra,
         )
-    )  # fmt: skip
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     return text, chunks
 
@@ -265,7 +267,7 @@ def fake_elsewhere() -> Iterator[str]:
     """The URL of another fake upstream, in a process of its own: the huge answers it writes
     take no time from this process's clients, whose requests are timed."""
     port = free_port()
-    serve = "import asyncio, sys; from routing.fakeupstream import FakeUpstream; "
+    serve = "import asyncio, sys; from omniroute.tools.fakeupstream import FakeUpstream; "
     serve += "asyncio.run(FakeUpstream(port=int(sys.argv[1]), record=False).serve_forever())"
     process = subprocess.Popen([sys.executable, "-c", serve, str(port)], cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
@@ -344,6 +346,25 @@ def test_a_malformed_event_is_dropped_and_the_text_arrives_whole(
     assert text == WHOLE
 
 
+def test_the_upstream_is_asked_for_usage_that_only_a_client_that_asked_gets(
+    gateway: Gateway, fake: FakeUpstream
+) -> None:
+    route = make_route(gateway, fake, SHAPE)
+
+    raw = raw_stream(gateway, route)  # the bytes as relayed, to a client that did not ask
+    text, chunks = stream_text(gateway, route)  # the openai SDK, not asking either
+    asked_text, asked = stream_text(gateway, route, stream_options={"include_usage": True})
+
+    sent = [r.body.get("stream_options") for r in records(fake, route)]
+    assert sent == [{"include_usage": True}] * 3
+    assert b'"usage"' not in raw.content and raw.content.endswith(b"data: [DONE]\n\n")
+    assert sse_text(raw) == text == asked_text == WHOLE
+    assert all(chunk.usage is None for chunk in chunks)
+    usage = asked[-1].usage
+    assert asked[-1].choices == [] and usage is not None
+    assert usage.completion_tokens == tokens(len(WHOLE))
+
+
 def test_a_missing_done_finishes_within_a_second_with_usage(
     gateway: Gateway, fake: FakeUpstream
 ) -> None:
@@ -361,10 +382,13 @@ def test_a_missing_done_finishes_within_a_second_with_usage(
 WATCHDOG = {
     "streamRecovery": {
         "throughputWatchdog": {
-            "enabled": True, "warmupMs": 0, "windowMs": 1000, "minUsefulBytesPerSecond": 4,
+            "enabled": True,
+            "warmupMs": 0,
+            "windowMs": 1000,
+            "minUsefulBytesPerSecond": 4,
         }
     }
-}  # fmt: skip
+}
 
 
 def test_a_stream_saying_nothing_is_aborted_by_the_watchdog_and_recovered_unseen(

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 from hypothesis import strategies as st
 
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.vocabulary import WireFormat
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
 
 # Epoch seconds from 1970 to 2100: every clock the gateway can plausibly run on.
 NOW = st.floats(min_value=0.0, max_value=4_102_444_800.0, allow_nan=False)

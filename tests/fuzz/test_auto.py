@@ -12,19 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.domain.breaker_state import BreakerState
-from routing.domain.auto_exclusion import ExclusionRecord
-from routing.domain.auto_factors import FACTOR_KEYS, AutoSignals, build_candidates
-from routing.domain.auto_request import (
-    AutoMode,
-    Budget,
-    parse_auto_headers,
-    request_profile,
-)
-from routing.domain.auto_scoring import auto_order, normalise_weights
-from routing.domain.errors import GatewayError
-from routing.domain.ordering import execution_key
-from routing.domain.planning import Target
+from resilience.domain.breaker.state import BreakerState
+from routing.domain.client.errors import GatewayError
+from routing.domain.plan.planning import Target
+from routing.strategies.auto.exclusion import ExclusionRecord
+from routing.strategies.auto.factors import FACTOR_KEYS, AutoSignals, build_candidates
+from routing.strategies.auto.request import AutoMode, Budget, parse_auto_headers, request_profile
+from routing.strategies.auto.scoring import auto_order, normalise_weights
+from routing.strategies.keys import execution_key
 from tests.fuzz.conftest import counted
 from tests.fuzz.strategies import NOW, any_json, finite_or_odd_floats, targets
 

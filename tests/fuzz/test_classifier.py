@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.domain import classifier_rules as rules
-from resilience.domain.breaker_state import FailureKind
-from resilience.domain.classifier import (
+from resilience.domain.breaker.state import FailureKind
+from resilience.domain.classify import rules as rules
+from resilience.domain.classify.classifier import (
     DEFAULT_COOLDOWN_PROFILES,
     Classification,
     CooldownProfile,

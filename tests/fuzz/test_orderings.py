@@ -1,6 +1,6 @@
-"""The simple combo strategies' orderings (``routing.domain.ordering``) on arbitrary targets and
-caller state: a permutation of the targets, no duplicates, the same order for the same random
-source, and each strategy's own invariant."""
+"""The simple combo strategies' orderings (the ``routing.strategies`` family modules) on
+arbitrary targets and caller state: a permutation of the targets, no duplicates, the same
+order for the same random source, and each strategy's own invariant."""
 
 from __future__ import annotations
 
@@ -12,24 +12,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.domain.breaker_state import BreakerState
-from routing.domain.ordering import (
-    Deck,
+from resilience.domain.breaker.state import BreakerState
+from routing.domain.plan.planning import Target
+from routing.strategies.catalog import context_optimized, cost_ordered
+from routing.strategies.declared import declared
+from routing.strategies.draws import Deck
+from routing.strategies.keys import execution_key
+from routing.strategies.metrics.orders import (
     TargetMetrics,
-    context_optimized,
-    cost_ordered,
-    declared,
-    execution_key,
     last_known_good,
     least_used,
     p2c,
     p2c_score,
-    round_robin,
-    shuffled,
-    strict_random,
-    weighted,
 )
-from routing.domain.planning import Target
+from routing.strategies.round_robin import round_robin
+from routing.strategies.shuffle import shuffled, strict_random
+from routing.strategies.weighted import weighted
 from tests.fuzz.conftest import counted
 from tests.fuzz.strategies import finite_or_odd_floats, targets
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from routing.domain.cache_affinity import prompt_cache_key, rendezvous, target_identity
-from routing.domain.ordering import execution_key
-from routing.domain.planning import Target
-from routing.domain.quota import QuotaSnapshot, QuotaWindow, snapshot_from_headers
-from routing.domain.quota_share import QuotaShareState, select_quota_share_target
-from routing.domain.reset_ordering import ResetAwareConfig, headroom, reset_aware, reset_window
+from routing.domain.plan.planning import Target
+from routing.domain.quota.snapshots import QuotaSnapshot, QuotaWindow, snapshot_from_headers
+from routing.strategies.cache import prompt_cache_key, rendezvous, target_identity
+from routing.strategies.keys import execution_key
+from routing.strategies.quota.reset import ResetAwareConfig, headroom, reset_aware, reset_window
+from routing.strategies.quota_share.drr import QuotaShareState, select_quota_share_target
 from tests.fuzz.conftest import counted
 from tests.fuzz.strategies import NOW, any_json, finite_or_odd_floats, targets
 from tests.fuzz.test_orderings import assert_permutation

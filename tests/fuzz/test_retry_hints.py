@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resilience.domain.retry_hints import (
+from resilience.domain.classify.retry_hints import (
     MAX_HINT_MS,
     MAX_SHORT_HINT_MS,
     HintSource,

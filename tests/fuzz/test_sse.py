@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from routing.domain.sse import SseEvent, SseSplitter, parse_event
+from routing.domain.streams.sse import SseEvent, SseSplitter, parse_event
 from tests.fuzz.conftest import counted
 
 pytestmark = pytest.mark.fuzz

@@ -1,4 +1,4 @@
-"""The state machine's pure decisions (reference-part2 §2.6), without the database."""
+"""The state machine's pure decisions, without the database."""
 
 from __future__ import annotations
 

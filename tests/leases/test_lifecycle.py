@@ -1,5 +1,5 @@
 """The lease lifecycle of the gateway's issue at service level, and the owner token's secrecy:
-only its SHA-256 is ever stored (reference-part2 §2.3)."""
+only its SHA-256 is ever stored."""
 
 from __future__ import annotations
 
@@ -65,17 +65,25 @@ def test_the_raw_owner_token_is_never_stored() -> None:
     acquire(owner, connection_id=1, ttl_ms=5_000)
     lease_renew(owner_hash=owner, generation=1, api_key_id=KEY, now=at(1))
     lease_transition(
-        owner_hash=owner, generation=1, api_key_id=KEY, provider="openai",
-        connection_id=2, reason=EndReason.HEALTH_OR_COOLDOWN, now=at(2),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=2,
+        reason=EndReason.HEALTH_OR_COOLDOWN,
+        now=at(2),
+    )
     lease_release(owner_hash=owner, generation=1, api_key_id=KEY, now=at(3))
     acquire(owner, connection_id=1, ttl_ms=1_000, now=at(4))
     leases_expire(now=at(10))
     acquire(owner, connection_id=2, now=at(11))
     lease_invalidate(
-        owner_hash=owner, generation=3, api_key_id=KEY, reason=EndReason.MODEL_INELIGIBLE,
+        owner_hash=owner,
+        generation=3,
+        api_key_id=KEY,
+        reason=EndReason.MODEL_INELIGIBLE,
         now=at(12),
-    )  # fmt: skip
+    )
 
     lease_columns = [field.attname for field in ExclusiveConnectionLease._meta.concrete_fields]
     rows = ExclusiveConnectionLease.objects.values_list(*lease_columns)

@@ -1,4 +1,4 @@
-"""The lease table's own guarantees (reference-part2 §2.4): owner hashes are SHA-256 hex,
+"""The lease table's own guarantees: owner hashes are SHA-256 hex,
 generations are positive, and only one ACTIVE row per owner and per connection, whoever
 writes. These hold in the database itself, on SQLite and PostgreSQL alike."""
 

@@ -1,4 +1,4 @@
-"""``lease_acquire`` through the database (reference-part2 §2.5, §2.6): generations, reuse,
+"""``lease_acquire`` through the database: generations, reuse,
 conflicts, lazy expiry, and races lost at the unique indexes."""
 
 from __future__ import annotations

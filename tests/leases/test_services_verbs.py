@@ -1,4 +1,4 @@
-"""Transition, renew, release, invalidate and fence through the database (reference-part2 §2.6),
+"""Transition, renew, release, invalidate and fence through the database,
 and the bulk endings (expiry, a revoked key, a removed connection)."""
 
 from __future__ import annotations
@@ -39,9 +39,14 @@ def test_transition_moves_the_lease_and_keeps_generation_and_expiry() -> None:
     acquire(owner, connection_id=1, ttl_ms=60_000)
 
     result = lease_transition(
-        owner_hash=owner, generation=1, api_key_id=KEY, provider="openai",
-        connection_id=2, reason=MOVED, now=at(10),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=2,
+        reason=MOVED,
+        now=at(10),
+    )
 
     assert result.outcome is LeaseOutcome.TRANSITIONED
     lease = result.lease
@@ -60,9 +65,14 @@ def test_transition_with_a_stale_generation_or_another_key_is_stale(
     acquire(owner, connection_id=1)
 
     result = lease_transition(
-        owner_hash=owner, generation=generation, api_key_id=key, provider="openai",
-        connection_id=2, reason=MOVED, now=at(1),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=generation,
+        api_key_id=key,
+        provider="openai",
+        connection_id=2,
+        reason=MOVED,
+        now=at(1),
+    )
 
     assert (result.outcome, result.lease) == (LeaseOutcome.STALE, None)
     assert _states() == [(1, "ACTIVE", "")]
@@ -70,9 +80,14 @@ def test_transition_with_a_stale_generation_or_another_key_is_stale(
 
 def test_transition_without_a_lease_is_stale() -> None:
     result = lease_transition(
-        owner_hash=new_owner_hash(), generation=1, api_key_id=KEY, provider="openai",
-        connection_id=2, reason=MOVED, now=T0,
-    )  # fmt: skip
+        owner_hash=new_owner_hash(),
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=2,
+        reason=MOVED,
+        now=T0,
+    )
     assert result.outcome is LeaseOutcome.STALE
     assert not ExclusiveConnectionLease.objects.exists()
 
@@ -82,9 +97,14 @@ def test_transition_to_the_current_connection_is_reused() -> None:
     first = acquire(owner, connection_id=1)
 
     result = lease_transition(
-        owner_hash=owner, generation=1, api_key_id=KEY, provider="openai",
-        connection_id=1, reason=MOVED, now=at(1),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=1,
+        reason=MOVED,
+        now=at(1),
+    )
 
     assert (result.outcome, result.lease) == (LeaseOutcome.REUSED, first.lease)
 
@@ -95,9 +115,14 @@ def test_transition_to_a_held_connection_is_busy() -> None:
     acquire(new_owner_hash(), connection_id=2, ttl_ms=30_000, now=at(5))
 
     result = lease_transition(
-        owner_hash=owner, generation=1, api_key_id=KEY, provider="openai",
-        connection_id=2, reason=MOVED, now=at(6),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=2,
+        reason=MOVED,
+        now=at(6),
+    )
 
     assert result.outcome is LeaseOutcome.CONNECTION_BUSY
     assert (result.lease, result.retry_after) == (None, at(35))
@@ -107,9 +132,14 @@ def test_transition_to_a_held_connection_is_busy() -> None:
 def test_transition_refuses_an_unknown_reason() -> None:
     with pytest.raises(ValueError):
         lease_transition(
-            owner_hash=new_owner_hash(), generation=1, api_key_id=KEY, provider="openai",
-            connection_id=2, reason="BORED", now=T0,  # type: ignore[arg-type]
-        )  # fmt: skip
+            owner_hash=new_owner_hash(),
+            generation=1,
+            api_key_id=KEY,
+            provider="openai",
+            connection_id=2,
+            reason="BORED",  # type: ignore[arg-type]
+            now=T0,
+        )
 
 
 # --- renew ------------------------------------------------------------------------------------
@@ -196,9 +226,14 @@ def test_release_after_a_transition_ends_the_new_binding() -> None:
     owner = new_owner_hash()
     acquire(owner, connection_id=1)
     lease_transition(
-        owner_hash=owner, generation=1, api_key_id=KEY, provider="openai",
-        connection_id=2, reason=MOVED, now=at(1),
-    )  # fmt: skip
+        owner_hash=owner,
+        generation=1,
+        api_key_id=KEY,
+        provider="openai",
+        connection_id=2,
+        reason=MOVED,
+        now=at(1),
+    )
 
     first = lease_release(owner_hash=owner, generation=1, api_key_id=KEY, now=at(2))
     again = lease_release(owner_hash=owner, generation=1, api_key_id=KEY, now=at(3))
@@ -240,18 +275,24 @@ def test_fence_answers_in_order() -> None:
 
     def fence(generation: int = 1, key: int = KEY, connection: int = 5) -> LeaseOutcome:
         return lease_fence(
-            owner_hash=owner, generation=generation, api_key_id=key,
-            connection_id=connection, now=at(1),
-        ).outcome  # fmt: skip
+            owner_hash=owner,
+            generation=generation,
+            api_key_id=key,
+            connection_id=connection,
+            now=at(1),
+        ).outcome
 
     assert fence() is LeaseOutcome.VALID
     assert fence(generation=2) is LeaseOutcome.STALE
     assert fence(generation=2, key=OTHER_KEY) is LeaseOutcome.STALE
     assert fence(key=OTHER_KEY) is LeaseOutcome.AUTHORIZATION_MISMATCH
     assert fence(connection=6) is LeaseOutcome.CONNECTION_MISMATCH
-    assert lease_fence(
-        owner_hash=new_owner_hash(), generation=1, api_key_id=KEY, connection_id=5, now=at(1)
-    ).outcome is LeaseOutcome.REQUIRED  # fmt: skip
+    assert (
+        lease_fence(
+            owner_hash=new_owner_hash(), generation=1, api_key_id=KEY, connection_id=5, now=at(1)
+        ).outcome
+        is LeaseOutcome.REQUIRED
+    )
 
 
 def test_fence_hands_the_binding_only_to_its_holder() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from resilience.domain.breaker import Breaker, BreakerPolicy
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy
 from resilience.domain.profiles import PROFILES, ProfileName
 from resilience.services.breakers import breaker_get, breaker_record_failure
-from resilience.store import StateStore
 
 APIKEY = BreakerPolicy.from_profile(PROFILES[ProfileName.APIKEY])  # DEGRADED 7, OPEN 12, 30 s
 PROVIDER = "openai"

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, FailureKind, Permit
+from resilience.domain.breaker.machine import (
+    Breaker,
+    BreakerPolicy,
+    BreakerState,
+    FailureKind,
+    Permit,
+)
 from resilience.domain.profiles import PROFILES, ProfileName
 
 CLOSED, DEGRADED = BreakerState.CLOSED, BreakerState.DEGRADED

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, tzinfo
 from typing import Any
 
-from resilience.domain.classifier import (
+from resilience.domain.classify.classifier import (
     DEFAULT_COOLDOWN_PROFILES,
     Classification,
     CooldownProfile,

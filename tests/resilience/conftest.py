@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from routing.domain.vocabulary import Scope
+from routing.domain.config.vocabulary import Scope
 from routing.services import api_key_create
 
 # Environment variables that move the settings defaults; tests of defaults clear them.
@@ -85,12 +85,12 @@ from asgiref.sync import async_to_sync  # noqa: E402
 from pytest_django.fixtures import Settings  # noqa: E402
 from redis.exceptions import RedisError  # noqa: E402
 
+from omniroute.core import tasks  # noqa: E402
+from omniroute.core.state import get_store  # noqa: E402
+from omniroute.core.store import MemoryStore, RedisStore, StateStore  # noqa: E402
 from resilience.api import health  # noqa: E402
-from resilience.domain.breaker import Breaker, BreakerPolicy  # noqa: E402
-from resilience.persistence import persistence_flush  # noqa: E402
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy  # noqa: E402
 from resilience.services import breakers as breaker_services  # noqa: E402
-from resilience.state import get_store  # noqa: E402
-from resilience.store import MemoryStore, RedisStore, StateStore  # noqa: E402
 from routing.snapshot import current_snapshot, snapshot_clear  # noqa: E402
 from tests.conftest import require_service  # noqa: E402
 from tests.databases import redis_prefix  # noqa: E402
@@ -199,7 +199,7 @@ def fail_provider(process_store: StateStore) -> FailProvider:
             await breaker_services.breaker_record_failure(
                 store=process_store, name=name, policy=policy
             )
-        await persistence_flush()
+        await tasks.flush()
         return policy
 
     def run(name: str, times: int | None = None) -> BreakerPolicy:

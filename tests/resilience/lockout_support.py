@@ -6,9 +6,9 @@ import datetime as dt
 
 from asgiref.sync import async_to_sync
 
+from omniroute.core.store import StateStore
 from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
 from resilience.services.lockouts import lockout_record_failure
-from resilience.store import StateStore
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_save
 
@@ -31,6 +31,12 @@ def lock(
     """Lock ``model`` on the connection: for ``seconds``, or the default first cooldown."""
     request = LockRequest("rate_limit", seconds * 1000 or None, True)
     async_to_sync(lockout_record_failure)(
-        store=store, provider=provider, connection_id=connection_id, model=model, scope=scope,
-        request=request, settings=LockoutSettings(), tz=dt.UTC,
-    )  # fmt: skip
+        store=store,
+        provider=provider,
+        connection_id=connection_id,
+        model=model,
+        scope=scope,
+        request=request,
+        settings=LockoutSettings(),
+        tz=dt.UTC,
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.domain.attempt_policy import (
+from resilience.domain.attempts.policy import (
     AttemptPolicy,
     Decision,
     Failure,
@@ -17,12 +17,22 @@ from resilience.domain.attempt_policy import (
 POLICY = AttemptPolicy(retries_per_target=1, backoff_base_ms=250, max_retry_after_wait_ms=5_000)
 
 
-def after(failure: Failure, *, used: int = 0, others: bool = True, left: float = 300.0,
-          jitter: float = 0.5) -> Decision:  # fmt: skip
+def after(
+    failure: Failure,
+    *,
+    used: int = 0,
+    others: bool = True,
+    left: float = 300.0,
+    jitter: float = 0.5,
+) -> Decision:
     return decide(
-        failure, POLICY, retries_used=used, others_left=others, remaining_seconds=left,
+        failure,
+        POLICY,
+        retries_used=used,
+        others_left=others,
+        remaining_seconds=left,
         jitter=jitter,
-    )  # fmt: skip
+    )
 
 
 SERVER_ERROR = Failure(fail_over=True, transient=True)
@@ -40,8 +50,9 @@ def test_a_non_transient_failure_another_target_may_answer_moves_on() -> None:
 def test_a_server_error_is_retried_with_jittered_exponential_backoff() -> None:
     assert after(SERVER_ERROR, jitter=0.5) == Decision(Step.RETRY, 0.125)
     two = AttemptPolicy(retries_per_target=2, backoff_base_ms=250)
-    second = decide(SERVER_ERROR, two, retries_used=1, others_left=True,
-                    remaining_seconds=300, jitter=0.5)  # fmt: skip
+    second = decide(
+        SERVER_ERROR, two, retries_used=1, others_left=True, remaining_seconds=300, jitter=0.5
+    )
     assert second == Decision(Step.RETRY, 0.25)
     assert after(SERVER_ERROR, used=1).step is Step.NEXT  # retries spent
 

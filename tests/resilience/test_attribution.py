@@ -1,4 +1,4 @@
-"""Failure attribution (spec decisions 13-17): the narrowest scope the evidence supports."""
+"""Failure attribution: the narrowest scope the evidence supports."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from resilience.domain.attribution import (
     attribute,
 )
 from resilience.domain.availability import AvailabilitySettings
-from resilience.domain.breaker_window import FailureWindow
-from resilience.domain.classifier import (
+from resilience.domain.breaker.window import FailureWindow
+from resilience.domain.classify.classifier import (
     DEFAULT_COOLDOWN_PROFILES,
     FailureInput,
     RuleMatch,
@@ -39,14 +39,22 @@ def judged(
     rule: RuleMatch | None = None,
 ) -> Attribution:
     failure = FailureInput(
-        status=status, text=text, structured_code=code, provider="acme",
-        honors_rule_scope=rule is not None, rule=rule,
-    )  # fmt: skip
+        status=status,
+        text=text,
+        structured_code=code,
+        provider="acme",
+        honors_rule_scope=rule is not None,
+        rule=rule,
+    )
     classification = classify(failure, API_KEY, now=NOW, tz=UTC)
     signals = FailureSignals(
-        status=status, text=text, structured_code=code, network=network,
-        per_model_quota=per_model_quota, hint_ms=hint_ms,
-    )  # fmt: skip
+        status=status,
+        text=text,
+        structured_code=code,
+        network=network,
+        per_model_quota=per_model_quota,
+        hint_ms=hint_ms,
+    )
     return attribute(signals, classification)
 
 
@@ -54,8 +62,11 @@ def judged(
 def test_server_errors_are_counted_on_the_pair(status: int) -> None:
     found = judged(status, "upstream trouble")
     assert (found.scope, found.transient, found.fail_over, found.lock_ms) == (
-        Scope.PAIR, True, True, 0,
-    )  # fmt: skip
+        Scope.PAIR,
+        True,
+        True,
+        0,
+    )
     assert found.breaker
 
 
@@ -137,15 +148,18 @@ def test_a_retired_model_locks_the_pair() -> None:
 
 @pytest.mark.parametrize(
     ("scope", "expected"),
-    [(RuleScope.MODEL, Scope.PAIR), (RuleScope.CONNECTION, Scope.CONNECTION),
-     (RuleScope.PROVIDER, Scope.PROVIDER)],
-)  # fmt: skip
+    [
+        (RuleScope.MODEL, Scope.PAIR),
+        (RuleScope.CONNECTION, Scope.CONNECTION),
+        (RuleScope.PROVIDER, Scope.PROVIDER),
+    ],
+)
 def test_operator_rules_choose_their_scope(scope: RuleScope, expected: Scope) -> None:
     found = judged(429, "org cap", rule=RuleMatch("quota_exhausted", scope, 90_000))
     assert (found.scope, found.timer) == (expected, TimerClass.OPERATOR)
 
 
-# --- the pair's run of transient failures (decisions 14 and 16) ------------------------------
+# --- the pair's run of transient failures ------------------------------
 
 AVAILABILITY = AvailabilitySettings()  # 3 in a row; 2 s doubling per failed probe to 30 s
 
@@ -174,11 +188,21 @@ def test_a_stale_run_starts_again() -> None:
     assert (later.consecutive, lock) == (1, None)
 
 
-# --- the breaker's failure-rate window (decision 14) -----------------------------------------
+# --- the breaker's failure-rate window -----------------------------------------
+
+
+def test_the_failure_that_opens_the_window_is_not_one_of_its_calls() -> None:
+    # Counting it would start every window with a failure: a biased sample.
+    opened = FailureWindow().with_call(NOW, 60, failed=True)
+    assert (opened.started_at, opened.calls, opened.failures) == (NOW, 0, 0)
+    counted = opened.with_call(NOW + 1, 60, failed=True)
+    assert (counted.calls, counted.failures) == (1, 1)
+    expired = counted.with_call(NOW + 61, 60, failed=True)
+    assert (expired.started_at, expired.calls, expired.failures) == (NOW + 61, 0, 0)
 
 
 def test_the_window_trips_on_a_rate_among_successes_only() -> None:
-    window = FailureWindow()
+    window = FailureWindow().with_call(NOW, 60, failed=True)  # opens it
     for turn in range(10):
         window = window.with_call(NOW + turn, 60, failed=turn % 2 == 0)
     assert window.tripped(10, 50)
@@ -204,4 +228,4 @@ def test_a_5xx_counts_only_once_a_second_pair_failed_within_the_window() -> None
 def test_the_window_ends_after_its_span() -> None:
     window = FailureWindow().with_call(NOW, 60, failed=True)
     assert window.active(NOW + 59, 60) and not window.active(NOW + 60, 60)
-    assert window.with_call(NOW + 61, 60, failed=False).calls == 1
+    assert window.with_call(NOW + 61, 60, failed=True).calls == 0  # opens the next window

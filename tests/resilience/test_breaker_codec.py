@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from resilience.domain import breaker as breaker_module
-from resilience.domain.breaker import Breaker, FailureKind
+from resilience.domain.breaker import machine as breaker_module
+from resilience.domain.breaker.machine import Breaker, FailureKind
 from tests.resilience.breaker_support import API, OAUTH, OPEN, T0, failed, opened, probing
 
 # -- serialisation -----------------------------------------------------------------------------

@@ -5,7 +5,7 @@ No database, no sleeps: ``now`` is a number.
 
 from __future__ import annotations
 
-from resilience.domain.breaker import Breaker, BreakerPolicy, FailureKind, Permit
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy, FailureKind, Permit
 from tests.resilience.breaker_support import (
     API,
     CLOSED,

@@ -1,18 +1,18 @@
-"""A probe that ends with no result gives its half-open slot back (a hedge that lost, spec
-decision 31): pure, then through the service."""
+"""A probe that ends with no result gives its half-open slot back (a hedge that
+lost): pure, then through the service."""
 
 from __future__ import annotations
 
 import pytest
 
-from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState, Permit
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy, BreakerState, Permit
 from resilience.services.breakers import (
     breaker_acquire,
     breaker_get,
     breaker_record_failure,
     breaker_release,
 )
-from resilience.store import StateStore
 from tests.resilience.breaker_support import T0, opened, probing
 from tests.resilience.conftest import FakeClock
 

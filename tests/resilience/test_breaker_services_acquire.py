@@ -12,14 +12,14 @@ import asyncio
 
 import pytest
 
-from resilience.domain.breaker import Breaker, BreakerState, Permit
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import Breaker, BreakerState, Permit
 from resilience.services.breakers import (
     breaker_acquire,
     breaker_list,
     breaker_record_failure,
     breaker_record_success,
 )
-from resilience.store import StateStore
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail, stored
 from tests.resilience.conftest import FakeClock, WriteLog
 
@@ -92,9 +92,12 @@ async def test_network_failures_are_deduplicated_per_provider_for_ten_seconds(
 ) -> None:
     async def record(connection_id: int, network: bool = True, name: str = PROVIDER) -> bool:
         counted = await breaker_record_failure(
-            store=state_store, name=name, policy=APIKEY, connection_id=connection_id,
+            store=state_store,
+            name=name,
+            policy=APIKEY,
+            connection_id=connection_id,
             network=network,
-        )  # fmt: skip
+        )
         return counted is not None
 
     assert await record(1)

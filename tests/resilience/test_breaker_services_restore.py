@@ -9,12 +9,13 @@ import asyncio
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.domain.breaker import BreakerState
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore
+from resilience.domain.breaker.machine import BreakerState
 from resilience.models import CircuitBreaker
-from resilience.persistence import persisted_breakers, persistence_flush, policy_from_dict
+from resilience.persistence import persisted_breakers, policy_from_dict
 from resilience.services.breakers import breaker_key, breaker_list, breaker_reset, breaker_restore
 from resilience.services.housekeeping import resilience_ready
-from resilience.store import MemoryStore
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail, stored
 from tests.resilience.conftest import FakeClock
 
@@ -26,7 +27,7 @@ async def test_an_open_breaker_survives_a_restart(fake_clock: FakeClock) -> None
     store = MemoryStore(clock=fake_clock)
     await fail(store, APIKEY.failure_threshold)
     fake_clock.advance(10)
-    await persistence_flush()
+    await tasks.flush()
     row = await CircuitBreaker.objects.aget(name=PROVIDER)
     assert (row.state, row.failure_count) == ("open", APIKEY.failure_threshold)
     assert policy_from_dict(row.options["policy"]) == APIKEY
@@ -45,19 +46,19 @@ async def test_an_open_breaker_survives_a_restart(fake_clock: FakeClock) -> None
 async def test_restore_never_overwrites_a_live_record(fake_clock: FakeClock) -> None:
     store = MemoryStore(clock=fake_clock)
     await fail(store, APIKEY.failure_threshold)
-    await persistence_flush()
+    await tasks.flush()
     rows = await database_sync_to_async(persisted_breakers)()  # OPEN
     await breaker_reset(store=store, name=PROVIDER)
 
     assert await breaker_restore(store=store, rows=rows) == 0
     assert (await stored(store)).state == BreakerState.CLOSED
-    await persistence_flush()
+    await tasks.flush()
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_resilience_ready_restores_once(fake_clock: FakeClock) -> None:
     await fail(MemoryStore(clock=fake_clock), APIKEY.failure_threshold)
-    await persistence_flush()
+    await tasks.flush()
     restarted = MemoryStore(clock=fake_clock)
 
     await asyncio.gather(*(resilience_ready(restarted) for _ in range(5)))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.domain.breaker import BreakerState, Permit
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import BreakerState, Permit
 from resilience.services import breakers as services
 from resilience.services.breakers import (
     breaker_acquire,
@@ -16,7 +17,6 @@ from resilience.services.breakers import (
     breaker_reset_all,
     breaker_sweep,
 )
-from resilience.store import StateStore
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail
 from tests.resilience.conftest import FakeClock, WriteLog
 

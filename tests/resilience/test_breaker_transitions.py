@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from resilience.domain.breaker import (
+from resilience.domain.breaker.machine import (
     HISTORY_LIMIT,
     Breaker,
     BreakerPolicy,
@@ -37,7 +37,7 @@ from tests.resilience.breaker_support import (
     with_cycles,
 )
 
-# -- §2.5 worked examples: thresholds ----------------------------------------------------------
+# -- worked examples of the profiles: thresholds ---------------------------------------------------
 
 THRESHOLD_TABLE = [
     *[(ProfileName.APIKEY, n, CLOSED) for n in range(1, 7)],
@@ -76,7 +76,7 @@ def test_failures_while_open_change_nothing() -> None:
     assert breaker.after_failure(API, T0 + 10, FailureKind.TRANSIENT) == breaker
 
 
-# -- §2.5 worked examples: cooldowns -----------------------------------------------------------
+# -- worked examples of the profiles: cooldowns ----------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Pure tests of the failure classifier (reference-part1 §4.3): scaled cooldowns, the global
+"""Pure tests of the failure classifier: scaled cooldowns, the global
 rule table, steps 1-3 and 6-10, upstream hints and the 429 kind. The text steps (5) are in
 ``test_classifier_text``."""
 
@@ -15,24 +15,18 @@ from typing import Any
 
 import pytest
 
-from resilience.domain import (
-    classification,
-    classifier,
-    classifier_rules,
-    classifier_text,
-    retry_hints,
-    signals,
-    text_match,
-)
-from resilience.domain.breaker_state import FailureKind
-from resilience.domain.classifier import (
+from resilience.domain.breaker.state import FailureKind
+from resilience.domain.classify import classification, classifier, retry_hints, signals, text_match
+from resilience.domain.classify import rules as classifier_rules
+from resilience.domain.classify import text as classifier_text
+from resilience.domain.classify.classifier import (
     CooldownProfile,
     HintSource,
     Reason,
     classify_429_kind,
     scaled_cooldown_ms,
 )
-from resilience.domain.classifier_rules import ERROR_RULES
+from resilience.domain.classify.rules import ERROR_RULES
 from tests.resilience.classifier_support import (
     API,
     AU,

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from resilience.domain.classifier import CooldownProfile, HintSource, RuleMatch, RuleScope
-from resilience.domain.retry_hints import ms_until_next_local_midnight
+from resilience.domain.classify.classifier import CooldownProfile, HintSource, RuleMatch, RuleScope
+from resilience.domain.classify.retry_hints import ms_until_next_local_midnight
 from tests.resilience.classifier_support import (
     API,
     AU,
@@ -216,12 +216,26 @@ SIX_H, CONN, MODEL = 21_600_000, RuleScope.CONNECTION, RuleScope.MODEL
         (429, "", AUTH_MODEL, False, (True, 24_000, 4, AU), None, None),
         (402, "", RuleMatch(Q, CONN, 120_000), False, (True, 120_000, 3, Q), None, 120_000),
         (400, "context window exceeded", QUOTA_CONN, True, (True, SIX_H, 0, Q), CONN, SIX_H),
-        (400, "model is unavailable", RuleMatch("model_capacity", MODEL, 0), True,
-         (True, 0, 0, "model_capacity"), MODEL, 0),
-        (400, "odd upstream text", RuleMatch("custom_reason", RuleScope.PROVIDER), False,
-         (True, 24_000, 4, "custom_reason"), None, None),
+        (
+            400,
+            "model is unavailable",
+            RuleMatch("model_capacity", MODEL, 0),
+            True,
+            (True, 0, 0, "model_capacity"),
+            MODEL,
+            0,
+        ),
+        (
+            400,
+            "odd upstream text",
+            RuleMatch("custom_reason", RuleScope.PROVIDER),
+            False,
+            (True, 24_000, 4, "custom_reason"),
+            None,
+            None,
+        ),
     ],
-)  # fmt: skip
+)
 def test_provider_rules(
     status: int,
     text: str,

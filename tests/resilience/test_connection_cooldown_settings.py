@@ -9,19 +9,16 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.settings import SETTINGS, SettingsError, flatten, merge
 from resilience.admin.settings import field_name
-from resilience.domain.breaker import HINT_COOLDOWNS
-from resilience.domain.classifier import CooldownProfile
+from resilience.domain.breaker.machine import HINT_COOLDOWNS
+from resilience.domain.classify.classifier import CooldownProfile
 from resilience.domain.policies import breaker_policy_for, cooldown_profile_for
 from resilience.domain.profiles import ProfileName
-from resilience.domain.settings import (
+from resilience.domain.settings.document import (
+    CONNECTION_COOLDOWN,
     CooldownSettings,
-    SettingsError,
-    flatten,
-    merge,
-    resolve_settings,
-    to_document,
-    validate_patch,
+    resilience_settings_of,
 )
 from resilience.models import ResilienceSettings
 from resilience.services import resilience_settings_document, resilience_settings_update
@@ -93,11 +90,11 @@ def _stored() -> dict[str, Any] | None:
     ],
 )
 def test_defaults_per_profile(profile: ProfileName, expected: CooldownSettings) -> None:
-    assert resolve_settings({}, NO_ENV).cooldown_for(profile) == expected
+    assert SETTINGS.resolve({}, NO_ENV)[CONNECTION_COOLDOWN][profile] == expected
 
 
 def test_document_has_oauth_and_apikey_sections_only() -> None:
-    assert to_document(resolve_settings({}, NO_ENV))["connectionCooldown"] == DEFAULT_SECTION
+    assert SETTINGS.render(SETTINGS.resolve({}, NO_ENV))["connectionCooldown"] == DEFAULT_SECTION
 
 
 def test_resolve_reads_stored_values_leniently() -> None:
@@ -107,34 +104,38 @@ def test_resolve_reads_stored_values_leniently() -> None:
             "apikey": {"useUpstreamRetryHints": "no", "useUpstream429BreakerHints": "yes"},
         }
     }
-    settings = resolve_settings(stored, NO_ENV)
+    settings = SETTINGS.resolve(stored, NO_ENV)
 
-    assert settings.cooldown_for(ProfileName.OAUTH) == CooldownSettings(12_000, False, 32, None)
-    assert settings.cooldown_for(ProfileName.APIKEY) == CooldownSettings(3_000, True, 5, None)
+    assert settings[CONNECTION_COOLDOWN][ProfileName.OAUTH] == CooldownSettings(
+        12_000, False, 32, None
+    )
+    assert settings[CONNECTION_COOLDOWN][ProfileName.APIKEY] == CooldownSettings(
+        3_000, True, 5, None
+    )
 
 
 @pytest.mark.parametrize("stored", [True, False, None])
 def test_resolve_keeps_the_tri_state(stored: bool | None) -> None:
     document = {"connectionCooldown": {"apikey": {"useUpstream429BreakerHints": stored}}}
-    cooldown = resolve_settings(document, NO_ENV).cooldown_for(ProfileName.APIKEY)
+    cooldown = SETTINGS.resolve(document, NO_ENV)[CONNECTION_COOLDOWN][ProfileName.APIKEY]
     assert cooldown.use_upstream_429_breaker_hints is stored
 
 
 @pytest.mark.parametrize(("path", "value"), CHANGES)
 def test_patch_accepts_each_field(path: str, value: Any) -> None:
-    assert flatten(validate_patch(_patch(path, value))) == {path: value}
+    assert flatten(SETTINGS.validate_patch(_patch(path, value))) == {path: value}
 
 
 @pytest.mark.parametrize(("path", "value", "message"), OUT_OF_RANGE)
 def test_patch_rejects_bad_values_naming_the_field(path: str, value: Any, message: str) -> None:
     with pytest.raises(SettingsError) as raised:
-        validate_patch(_patch(path, value))
+        SETTINGS.validate_patch(_patch(path, value))
     assert raised.value.errors == {path: message}
 
 
 def test_patch_rejects_a_local_section() -> None:
     with pytest.raises(SettingsError) as raised:
-        validate_patch({"connectionCooldown": {"local": {"baseCooldownMs": 1}}})
+        SETTINGS.validate_patch({"connectionCooldown": {"local": {"baseCooldownMs": 1}}})
     assert raised.value.errors == {"connectionCooldown.local": "unknown key"}
 
 
@@ -144,13 +145,13 @@ def test_patch_rejects_a_local_section() -> None:
 )
 def test_merge_null_clears_and_a_bool_replaces(patch_value: bool | None, expected: Any) -> None:
     stored = {"connectionCooldown": {"oauth": {"useUpstream429BreakerHints": True}}}
-    merged = merge(stored, validate_patch(_patch(OAUTH_429, patch_value)))
+    merged = merge(stored, SETTINGS.validate_patch(_patch(OAUTH_429, patch_value)))
     assert merged == ({"connectionCooldown": {"oauth": expected}} if expected else {})
 
 
 def test_merge_omitted_tri_state_is_kept() -> None:
     stored = {"connectionCooldown": {"oauth": {"useUpstream429BreakerHints": True}}}
-    patch = validate_patch(_patch("connectionCooldown.oauth.maxBackoffSteps", 2))
+    patch = SETTINGS.validate_patch(_patch("connectionCooldown.oauth.maxBackoffSteps", 2))
     assert merge(stored, patch)["connectionCooldown"]["oauth"] == {
         "useUpstream429BreakerHints": True,
         "maxBackoffSteps": 2,
@@ -167,7 +168,7 @@ def test_cooldown_profile_uses_the_operator_section() -> None:
             "apikey": {"maxBackoffSteps": 2},
         }
     }
-    settings = resolve_settings(stored, NO_ENV)
+    settings = resilience_settings_of(SETTINGS.resolve(stored, NO_ENV))
 
     oauth = cooldown_profile_for("oauth", settings, NO_ENV, 900_000)
     apikey = cooldown_profile_for("api_key", settings, NO_ENV, 1_800_000)
@@ -177,7 +178,8 @@ def test_cooldown_profile_uses_the_operator_section() -> None:
 
 
 def test_local_and_unknown_categories() -> None:
-    settings = resolve_settings({"connectionCooldown": {"apikey": {"baseCooldownMs": 1}}}, NO_ENV)
+    stored = {"connectionCooldown": {"apikey": {"baseCooldownMs": 1}}}
+    settings = resilience_settings_of(SETTINGS.resolve(stored, NO_ENV))
 
     local = cooldown_profile_for("local", settings, NO_ENV, 1_800_000)
     unknown = cooldown_profile_for("byok", settings, NO_ENV, 1_800_000)
@@ -191,7 +193,7 @@ def test_local_and_unknown_categories() -> None:
 )
 def test_breaker_policy_follows_the_429_hint_tri_state(stored: bool | None, expected: Any) -> None:
     document = {"connectionCooldown": {"oauth": {"useUpstream429BreakerHints": stored}}}
-    settings = resolve_settings(document, NO_ENV)
+    settings = resilience_settings_of(SETTINGS.resolve(document, NO_ENV))
 
     assert breaker_policy_for("oauth", settings, NO_ENV).cooldown_by_kind == expected
     assert breaker_policy_for("api_key", settings, NO_ENV).cooldown_by_kind == {}

@@ -10,13 +10,13 @@ import logging
 
 import pytest
 
-from resilience.domain.classification import Classification
+from omniroute.core.store import MemoryStore, StateStore
+from resilience.domain.classify.classification import Classification
 from resilience.domain.connection_state import ConnectionState, FailureFacts
 from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
 from resilience.services.breakers import breaker_reset
 from resilience.services.connections import connection_mark_failed
 from resilience.services.lockouts import lockout_record_failure
-from resilience.store import MemoryStore, StateStore
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail
 from tests.resilience.conftest import FakeClock, WriteLog
 
@@ -60,17 +60,22 @@ async def test_a_reset_logs_its_transition_once(
 
 def classified(*, cooldown_ms: int, permanent: bool = False) -> Classification:
     return Classification(
-        fallback=True, cooldown_ms=cooldown_ms, new_backoff_level=1,
-        reason="server_error", permanent=permanent,
-    )  # fmt: skip
+        fallback=True,
+        cooldown_ms=cooldown_ms,
+        new_backoff_level=1,
+        reason="server_error",
+        permanent=permanent,
+    )
 
 
 async def mark(store: StateStore, classification: Classification, status: int) -> None:
     await connection_mark_failed(
-        store=store, connection_id=7, durable=ConnectionState(),
+        store=store,
+        connection_id=7,
+        durable=ConnectionState(),
         classify=lambda level: classification,
         facts=FailureFacts(status=status, text="upstream said no", error_type="x"),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,10 +114,15 @@ async def test_a_model_lock_logs_one_line(
     store = MemoryStore(clock=fake_clock)
 
     await lockout_record_failure(
-        store=store, provider="openai", connection_id=7, model="gpt-4o",
-        scope=LockScope.EXACT, request=LockRequest("rate_limit", 60_000, True),
-        settings=LockoutSettings(), tz=dt.UTC,
-    )  # fmt: skip
+        store=store,
+        provider="openai",
+        connection_id=7,
+        model="gpt-4o",
+        scope=LockScope.EXACT,
+        request=LockRequest("rate_limit", 60_000, True),
+        settings=LockoutSettings(),
+        tz=dt.UTC,
+    )
 
     assert lines(events) == [
         "model gpt-4o locked on openai connection 7 for 60.0 s"

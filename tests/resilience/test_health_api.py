@@ -1,4 +1,4 @@
-"""``/api/monitoring/health`` and ``/api/resilience/reset`` (reference-part1 §2.9)."""
+"""``/api/monitoring/health`` and ``/api/resilience/reset``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 from rest_framework.test import APIClient
 
+from omniroute.core.store import StateStore
 from resilience.api import health
-from resilience.domain.breaker import Breaker, BreakerState
+from resilience.domain.breaker.machine import Breaker, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.services.breakers import breaker_list
-from resilience.store import StateStore
 from tests.resilience.conftest import FailProvider
 
 pytestmark = pytest.mark.django_db
@@ -22,8 +22,14 @@ pytestmark = pytest.mark.django_db
 HEALTH = "/api/monitoring/health"
 RESET = "/api/resilience/reset"
 PAYLOAD_KEYS = {
-    "status", "timestamp", "providerBreakers", "windowGate", "store", "lockouts", "admission",
-}  # fmt: skip
+    "status",
+    "timestamp",
+    "providerBreakers",
+    "windowGate",
+    "store",
+    "lockouts",
+    "admission",
+}
 
 
 def payload_keys(payload: dict[str, object]) -> set[str]:

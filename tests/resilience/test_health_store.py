@@ -1,5 +1,5 @@
 """Health while the state store is degraded, the lockouts in the operator payload, and
-``/readyz`` (spec decision 18; reference-part1 §2.9).
+``/readyz``.
 """
 
 from __future__ import annotations
@@ -16,18 +16,19 @@ from django.db import OperationalError
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from omniroute.core.state import get_store, store_backend
+from omniroute.core.store import StateStore
+from omniroute.core.store.resilient import ResilientStore
 from resilience.api import health
 from resilience.domain.lockout import LockScope
-from resilience.state import get_store, store_backend
-from resilience.store import StateStore
-from resilience.store.resilient import ResilientStore
+from resilience.hooks import hooks
 from routing.apps import health_policies
 from routing.snapshot import snapshot_clear
 from tests.conftest import free_port
+from tests.core.store.switched import SwitchedStore
 from tests.databases import redis_prefix
 from tests.resilience.conftest import FakeClock
 from tests.resilience.lockout_support import lock
-from tests.resilience.store.switched import SwitchedStore
 
 pytestmark = pytest.mark.django_db
 
@@ -86,7 +87,7 @@ def test_health_follows_the_store_without_waiting_for_the_cache(
 
 
 def test_routing_hands_in_the_breaker_policies() -> None:
-    assert health._Sources.policies is health_policies
+    assert hooks().health_policies is health_policies
 
 
 def test_readiness_ignores_an_unreachable_store(
@@ -120,8 +121,14 @@ def test_operators_see_the_active_lockouts(
 
     first, second = payload["lockouts"]
     assert set(first) == {
-        "provider", "connectionId", "model", "reason", "remainingMs", "until", "failureCount",
-    }  # fmt: skip
+        "provider",
+        "connectionId",
+        "model",
+        "reason",
+        "remainingMs",
+        "until",
+        "failureCount",
+    }
     assert (first["provider"], first["connectionId"], first["model"]) == ("openai", 7, "gpt-4o")
     assert (second["provider"], second["model"]) == ("anthropic", "claude-x")
     assert first["reason"] and first["failureCount"] == 1
@@ -164,7 +171,7 @@ def test_readiness_needs_no_credentials(api_client: APIClient) -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["resilience/api/health.py", "resilience/state.py", "resilience/services/housekeeping.py"],
+    ["resilience/api/health.py", "omniroute/core/state.py", "resilience/services/housekeeping.py"],
 )
 def test_resilience_does_not_import_routing(module: str) -> None:
     source = (ROOT / module).read_text()

@@ -1,6 +1,6 @@
-"""Short upstream hints lock others out only on evidence of a real limit (spec decisions 23
-and 27), through the attribution service: per (connection, model) pair on a provider whose
-quota is per model, per connection on one whose quota is account-wide."""
+"""Short upstream hints lock others out only on evidence of a real limit, through the
+attribution service: per (connection, model) pair on a provider whose quota is per model, per
+connection on one whose quota is account-wide."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from datetime import UTC
 
 import pytest
 
+from omniroute.core.store.memory import MemoryStore
 from resilience.domain.attribution import Effect, TimerClass
-from resilience.domain.classifier import DEFAULT_COOLDOWN_PROFILES, FailureInput
+from resilience.domain.classify.classifier import DEFAULT_COOLDOWN_PROFILES, FailureInput
 from resilience.domain.lockout import LockoutSettings, LockRequest, record_hinted
 from resilience.services.attribution import Policies, Subject, attempt_failed, attempt_succeeded
 from resilience.services.connections import connection_state_get
 from resilience.services.lockouts import lockout_record
-from resilience.store.memory import MemoryStore
 from tests.resilience.conftest import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the write-through reaches the database

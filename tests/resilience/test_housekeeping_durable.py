@@ -1,29 +1,27 @@
-"""Durable state an upper layer registers (``register_durable_state``) is restored with the
+"""Durable state an upper layer hands in (``RoutingHooks.durable_states``) is restored with the
 breakers (the database winning after an outage), swept with them, and one that fails to
 restore never stops the others."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from omniroute.core.store import MemoryStore, StateStore
+from resilience.hooks import DurableRestore, DurableState, replaced_hooks
 from resilience.services import housekeeping
-from resilience.services.housekeeping import (
-    RESTORE_MARKER_KEY,
-    DurableRestore,
-    register_durable_state,
-    resilience_ready,
-)
-from resilience.store import MemoryStore, StateStore
+from resilience.services.housekeeping import RESTORE_MARKER_KEY, resilience_ready
 from tests.resilience.conftest import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def only_ours(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
-    """No other registration runs; the calls of the ones a test makes, in order."""
-    monkeypatch.setattr(housekeeping, "_durables", {})
-    return []
+def only_ours() -> Iterator[list[tuple[str, bool]]]:
+    """No other durable state runs; the calls of the ones a test hands in, in order."""
+    with replaced_hooks(durable_states=()):
+        yield []
 
 
 def restorer(name: str, calls: list[tuple[str, bool]], *, fails: bool = False) -> DurableRestore:
@@ -40,12 +38,13 @@ def restorer(name: str, calls: list[tuple[str, bool]], *, fails: bool = False) -
 async def test_registered_state_is_restored_with_the_breakers(
     fake_clock: FakeClock, only_ours: list[tuple[str, bool]]
 ) -> None:
-    register_durable_state("broken", restore=restorer("broken", only_ours, fails=True))
-    register_durable_state("pins", restore=restorer("pins", only_ours))
+    broken = DurableState("broken", restore=restorer("broken", only_ours, fails=True))
+    pins = DurableState("pins", restore=restorer("pins", only_ours))
     store = MemoryStore(clock=fake_clock)
 
-    await resilience_ready(store, chores=False)
-    await resilience_ready(store, chores=False)  # once per store
+    with replaced_hooks(durable_states=(broken, pins)):
+        await resilience_ready(store, chores=False)
+        await resilience_ready(store, chores=False)  # once per store
 
     assert only_ours == [("broken", False), ("pins", False)]
     assert await store.get("pins:restored") is True
@@ -55,10 +54,11 @@ async def test_registered_state_is_restored_with_the_breakers(
 async def test_after_an_outage_the_database_wins(
     fake_clock: FakeClock, only_ours: list[tuple[str, bool]]
 ) -> None:
-    register_durable_state("pins", restore=restorer("pins", only_ours))
+    pins = DurableState("pins", restore=restorer("pins", only_ours))
 
-    await housekeeping._restore(MemoryStore(clock=fake_clock), overwrite=True)
-    await housekeeping.housekeeping_settle()  # soft state: restored in the background
+    with replaced_hooks(durable_states=(pins,)):
+        await housekeeping._restore(MemoryStore(clock=fake_clock), overwrite=True)
+        await housekeeping.housekeeping_settle()  # soft state: restored in the background
 
     assert only_ours == [("pins", True)]
 
@@ -72,11 +72,12 @@ async def test_registered_state_is_swept_with_the_breakers(
         swept.append(store)
         raise RuntimeError("a sweep that fails is logged, never raised")
 
-    register_durable_state("pins", restore=restorer("pins", only_ours), sweep=sweep)
+    pins = DurableState("pins", restore=restorer("pins", only_ours), sweep=sweep)
     store = MemoryStore(clock=fake_clock)
     await store.set(RESTORE_MARKER_KEY, True)
 
-    await housekeeping._check_store(store, sweep=False)
-    assert swept == []
-    await housekeeping._check_store(store, sweep=True)
+    with replaced_hooks(durable_states=(pins,)):
+        await housekeeping._check_store(store, sweep=False)
+        assert swept == []
+        await housekeeping._check_store(store, sweep=True)
     assert swept == [store]

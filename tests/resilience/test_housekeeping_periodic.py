@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from resilience.hooks import replaced_hooks
 from resilience.services import housekeeping
 
 
 @pytest.fixture
-def periodic(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """A fresh periodic state, a hand-moved monotonic clock (``clock[0]``)."""
+def periodic(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
+    """A fresh periodic state with no pass handed in, a hand-moved monotonic clock
+    (``clock[0]``)."""
     clock = [1_000.0]
     monkeypatch.setattr(housekeeping, "_expired_recheck", housekeeping._Periodic())
     monkeypatch.setattr(housekeeping.time, "monotonic", lambda: clock[0])
-    return clock
+    with replaced_hooks(expired_recheck=None):
+        yield clock
 
 
 def _counting(passes: list[int]) -> Callable[[], object]:
@@ -32,11 +35,11 @@ async def _tick() -> None:
 
 async def test_periodic_pass_runs_every_60_s_in_the_background(periodic: list[float]) -> None:
     passes: list[int] = []
-    housekeeping.register_expired_recheck(_counting(passes))
 
-    for advance in (0, 59, 1, 30, 30):
-        periodic[0] += advance
-        await _tick()
+    with replaced_hooks(expired_recheck=_counting(passes)):
+        for advance in (0, 59, 1, 30, 30):
+            periodic[0] += advance
+            await _tick()
 
     assert len(passes) == 2  # at 60 s and 120 s after the first request
 
@@ -47,13 +50,14 @@ async def test_nothing_runs_until_a_pass_is_registered(periodic: list[float]) ->
         periodic[0] += 60
         await _tick()
 
-    housekeeping.register_expired_recheck(_counting(passes))
-    periodic[0] += 60
-    await _tick()
+    with replaced_hooks(expired_recheck=_counting(passes)):
+        periodic[0] += 60
+        await _tick()
 
-    assert passes == []  # the first pass is one interval after the first request that can run it
-    periodic[0] += 60
-    await _tick()
+        # The first pass is one interval after the first request that can run it.
+        assert passes == []
+        periodic[0] += 60
+        await _tick()
     assert passes == [1]
 
 
@@ -67,13 +71,13 @@ async def test_periodic_passes_never_overlap(
         started.append(1)
         await release.wait()
 
-    housekeeping.register_expired_recheck(lambda: None)
     monkeypatch.setattr(housekeeping, "_recheck_expired", slow)
-    housekeeping._maybe_recheck_expired()
-    periodic[0] += 60
-    housekeeping._maybe_recheck_expired()
-    periodic[0] += 120
-    housekeeping._maybe_recheck_expired()
+    with replaced_hooks(expired_recheck=lambda: None):
+        housekeeping._maybe_recheck_expired()
+        periodic[0] += 60
+        housekeeping._maybe_recheck_expired()
+        periodic[0] += 120
+        housekeeping._maybe_recheck_expired()
     await asyncio.sleep(0)
 
     assert started == [1]
@@ -89,8 +93,7 @@ async def test_a_failing_pass_is_logged_not_raised(
     def broken() -> None:
         raise RuntimeError("boom")
 
-    housekeeping.register_expired_recheck(broken)
-
-    await housekeeping._recheck_expired()
+    with replaced_hooks(expired_recheck=broken):
+        await housekeeping._recheck_expired()
 
     assert "expired re-check pass failed" in caplog.text

@@ -9,18 +9,18 @@ from typing import cast
 
 import pytest
 
-from resilience.domain.breaker import BreakerState
-from resilience.persistence import persistence_flush
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore, RedisStore, StateStore
+from omniroute.core.store.resilient import ResilientStore
+from resilience.domain.breaker.machine import BreakerState
 from resilience.services import housekeeping
 from resilience.services.breakers import breaker_list
 from resilience.services.housekeeping import RESTORE_MARKER_KEY, resilience_ready
-from resilience.store import MemoryStore, RedisStore, StateStore
-from resilience.store.resilient import ResilientStore
+from tests.core.store.switched import SwitchedStore
 from tests.databases import redis_prefix
 from tests.redis_server import running_redis
 from tests.resilience.breaker_services_support import APIKEY, PROVIDER, fail, stored
 from tests.resilience.conftest import FakeClock
-from tests.resilience.store.switched import SwitchedStore
 
 INTERVAL = 1.0
 
@@ -32,7 +32,7 @@ async def test_recovery_restores_persisted_breakers(fake_clock: FakeClock) -> No
         cast(StateStore, primary), timeout=1.0, retry_interval=INTERVAL, monotonic=monotonic
     )
     await fail(store, APIKEY.failure_threshold)  # open, and written to the database
-    await persistence_flush()
+    await tasks.flush()
     await resilience_ready(store, chores=False)
     await resilience_ready(store, chores=False)
 
@@ -57,7 +57,7 @@ async def test_recovery_restores_persisted_breakers(fake_clock: FakeClock) -> No
 async def test_a_lost_marker_restores_persisted_breakers(fake_clock: FakeClock) -> None:
     store = MemoryStore(clock=fake_clock)
     await fail(store, APIKEY.failure_threshold)
-    await persistence_flush()
+    await tasks.flush()
     await resilience_ready(store, chores=False)
     assert await store.get(RESTORE_MARKER_KEY) is True
 
@@ -111,7 +111,7 @@ async def test_an_open_breaker_is_back_in_a_restarted_redis() -> None:
         try:
             await resilience_ready(store, chores=False)
             await fail(store, APIKEY.failure_threshold)
-            await persistence_flush()
+            await tasks.flush()
 
             server.kill()
             assert await breaker_list(store=store) == {}  # served locally meanwhile

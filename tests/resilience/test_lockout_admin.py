@@ -15,9 +15,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from omniroute.core.store import StateStore
 from resilience.domain.lockout import LockScope
-from resilience.services.lockouts import lockout_list
-from resilience.store import StateStore
+from resilience.services.lockout_operations import lockout_list
 from tests.resilience.lockout_support import connection, lock
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""``/api/resilience/model-cooldowns`` (reference-part1 §5.6, decision 7)."""
+"""``/api/resilience/model-cooldowns``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from omniroute.core.store import StateStore
 from resilience.domain.lockout import LockScope
-from resilience.services.lockouts import lockout_list
-from resilience.store import StateStore
+from resilience.services.lockout_operations import lockout_list
 from tests.resilience.lockout_support import connection, lock
 
 pytestmark = pytest.mark.django_db
@@ -58,9 +58,20 @@ def test_get_lists_the_locks_longest_first(
     ]
     first = items[0]
     assert set(first) == {
-        "provider", "connectionId", "accountLabel", "model", "reason", "timerClass",
-        "remainingMs", "failureCount", "lockedAt", "lockedAtMs", "until", "expiresAt", "exact",
-    }  # fmt: skip
+        "provider",
+        "connectionId",
+        "accountLabel",
+        "model",
+        "reason",
+        "timerClass",
+        "remainingMs",
+        "failureCount",
+        "lockedAt",
+        "lockedAtMs",
+        "until",
+        "expiresAt",
+        "exact",
+    }
     assert (first["connectionId"], first["accountLabel"]) == (spare, "Spare")
     assert (first["reason"], first["failureCount"]) == ("rate_limit", 1)
     assert 599_000 < first["remainingMs"] <= 600_000
@@ -72,6 +83,29 @@ def test_get_lists_the_locks_longest_first(
         first["until"], abs=1
     )
     assert items[1]["accountLabel"] == "Main account"
+
+
+def test_get_pages_with_limit_and_offset_and_keeps_the_total(
+    manage_client: APIClient, process_store: StateStore
+) -> None:
+    for index, seconds in enumerate((100, 200, 300)):
+        lock(
+            process_store,
+            "openai",
+            connection("openai", f"acct {index}"),
+            "gpt-4o",
+            seconds=seconds,
+        )
+
+    page = manage_client.get(URL, {"limit": 1, "offset": 1}).json()
+    beyond = manage_client.get(URL, {"limit": 5, "offset": 7}).json()
+
+    assert page["total"] == 3
+    assert [item["accountLabel"] for item in page["items"]] == ["acct 1"]
+    assert beyond == {"items": [], "total": 3}
+    assert _error(manage_client.get(URL, {"limit": "many"}))["fields"] == {
+        "limit": ["A whole number."]
+    }
 
 
 def test_get_looks_the_names_up_in_one_query(
@@ -91,7 +125,7 @@ def test_get_looks_the_names_up_in_one_query(
 
 
 def test_get_with_nothing_locked(manage_client: APIClient, process_store: StateStore) -> None:
-    assert manage_client.get(URL).json() == {"items": []}
+    assert manage_client.get(URL).json() == {"items": [], "total": 0}
 
 
 # --- DELETE -------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Model lockout arithmetic, pure (reference-part1 §5, decision 6): scopes, escalation, caps,
+"""Model lockout arithmetic, pure: scopes, escalation, caps,
 quota-until-midnight, longer locks kept, success decay."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from resilience.domain.lockout import (
     LockoutSettings,
     LockRequest,
     LockScope,
+    counts_toward_pair,
     decay,
     escalated_seconds,
     lock_scope,
-    lockout_takes,
     model_slot,
     model_slots,
     reason_for_status,
@@ -159,8 +159,8 @@ def test_quota_exhausted_locks_until_local_midnight() -> None:
 
 
 def test_a_midnight_lock_stays_within_the_cap() -> None:
-    # Midnight is not an upstream reset: like any exact value it stays within maxCooldownMs
-    # (§5.3 step 6), so a quota failure at 22:00 locks for 30 min, not 2 h.
+    # Midnight is not an upstream reset: like any exact value it stays within maxCooldownMs,
+    # so a quota failure at 22:00 locks for 30 min, not 2 h.
     now = dt.datetime(2025, 3, 10, 22, 0, tzinfo=BERLIN).timestamp()
 
     _, lock = record_failure(
@@ -236,13 +236,30 @@ def test_reason_for_status(status: int, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("enabled", "status", "takes"),
-    [(False, 429, False), (True, 429, True), (True, 500, False), (True, 404, True)],
+    ("codes", "status", "counts"),
+    [
+        ((429, 500, 503), 429, True),
+        ((429, 500, 503), 500, True),
+        ((429, 500, 503), 502, False),  # not listed
+        ((429, 500, 503), None, True),  # a dropped connection: no status, always counted
+        ((429, 500, 503), 0, True),
+        ((404, 429), 404, False),  # a 404 never counts, even listed (docs/resilience.md)
+    ],
 )
-def test_lockout_takes_only_listed_statuses_when_enabled(
-    enabled: bool, status: int, takes: bool
+def test_a_transient_failure_counts_toward_its_pair_when_its_status_is_listed(
+    codes: tuple[int, ...], status: int | None, counts: bool
 ) -> None:
-    assert lockout_takes(LockoutSettings(enabled=enabled), status) is takes
+    assert counts_toward_pair(LockoutSettings(error_codes=codes), status) is counts
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 502, 503, 504, 529])
+def test_the_default_codes_count_timeouts_rate_limits_and_server_errors(status: int) -> None:
+    assert counts_toward_pair(DEFAULTS, status)
+
+
+@pytest.mark.parametrize("status", [403, 404])
+def test_the_default_codes_leave_out_404_and_the_account_wide_403(status: int) -> None:
+    assert not counts_toward_pair(DEFAULTS, status)
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Model locks survive a restart: each change that places or lifts a lock writes the
-connection's record to ``model_lock_records`` (an upstream-hinted lock before the answer,
-decision 18), and the start-up restore loads the rows into an empty store, so a process that
+connection's record to ``model_lock_records`` (an upstream-hinted lock before the
+answer), and the start-up restore loads the rows into an empty store, so a process that
 restarts on the memory store keeps its locked models locked until the locks end.
 """
 
@@ -13,25 +13,25 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore, StateStore
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lockout import LockoutSettings, LockRequest, LockScope
 from resilience.models import ModelLockRecord
 from resilience.persistence import (
     persist_lock_record,
     persisted_lock_records,
-    persistence_flush,
 )
 from resilience.services import lockout_operations, lockouts
 from resilience.services.housekeeping import resilience_ready
+from resilience.services.lockout_operations import lockout_unlock
 from resilience.services.lockouts import (
     lockout_record,
     lockout_record_failure,
     lockout_record_success,
     lockout_restore,
-    lockout_unlock,
     pair_record_transient,
 )
-from resilience.store import MemoryStore, StateStore
 from tests.resilience.conftest import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,9 +42,15 @@ HINTED = LockRequest("rate_limit", 600_000, True)  # an upstream Retry-After of 
 
 async def _hinted_lock(store: StateStore) -> float:
     lock = await lockout_record_failure(
-        store=store, provider=PROVIDER, connection_id=CONNECTION, model=MODEL,
-        scope=LockScope.EXACT, request=HINTED, settings=LockoutSettings(), tz=dt.UTC,
-    )  # fmt: skip
+        store=store,
+        provider=PROVIDER,
+        connection_id=CONNECTION,
+        model=MODEL,
+        scope=LockScope.EXACT,
+        request=HINTED,
+        settings=LockoutSettings(),
+        tz=dt.UTC,
+    )
     return lock.until
 
 
@@ -86,7 +92,7 @@ async def test_a_hinted_lock_is_in_the_database_before_the_answer(
     for _ in range(3):  # a self-set lock: written in the background
         await _transient(store, connection=8)
     assert [task.done() for task in writes] == [True, False]
-    await persistence_flush()
+    await tasks.flush()
     rows = {(row.provider, row.connection_id): row for row in await _rows()}
     assert rows[(PROVIDER, CONNECTION)].expires_at == dt.datetime.fromtimestamp(until, dt.UTC)
     assert set(rows) == {(PROVIDER, CONNECTION), (PROVIDER, 8)}
@@ -96,7 +102,7 @@ async def test_a_locked_model_stays_locked_across_a_restart(fake_clock: FakeCloc
     store = MemoryStore(clock=fake_clock)
     for _ in range(3):  # three transient failures in a row lock the pair (self-set, 2 s)
         await _transient(store)
-    await persistence_flush()
+    await tasks.flush()
     until = await _until(store)
     assert until == fake_clock() + 2
 
@@ -113,11 +119,11 @@ async def test_counting_failures_writes_nothing_until_a_lock_changes(
     store = MemoryStore(clock=fake_clock)
     await _transient(store)
     await _transient(store)
-    await persistence_flush()
-    assert await _rows() == []  # failure counts alone are short-lived (decision 14)
+    await tasks.flush()
+    assert await _rows() == []  # failure counts alone are short-lived
 
     await _transient(store)
-    await persistence_flush()
+    await tasks.flush()
     assert len(await _rows()) == 1
 
 
@@ -125,7 +131,7 @@ async def test_a_lifted_lock_does_not_come_back(fake_clock: FakeClock) -> None:
     store = MemoryStore(clock=fake_clock)
     await _hinted_lock(store)
     await lockout_unlock(store=store, provider=PROVIDER, model=MODEL, connection_id=CONNECTION)
-    await persistence_flush()
+    await tasks.flush()
     assert await _rows() == []
 
     for _ in range(3):
@@ -133,7 +139,7 @@ async def test_a_lifted_lock_does_not_come_back(fake_clock: FakeClock) -> None:
     await lockout_record_success(
         store=store, provider=PROVIDER, connection_id=CONNECTION, model=MODEL
     )  # the probe succeeded: the self-set lock goes
-    await persistence_flush()
+    await tasks.flush()
     restarted = MemoryStore(clock=fake_clock)
     await resilience_ready(restarted, chores=False)
     assert await _until(restarted) is None
@@ -152,7 +158,7 @@ async def test_restore_keeps_a_live_record_unless_the_database_wins(
     assert await _until(store) is None
     assert await lockout_restore(store=store, rows=rows, overwrite=True) == 1
     assert await _until(store) == until
-    await persistence_flush()
+    await tasks.flush()
 
 
 async def test_rows_whose_locks_ended_are_dropped_not_restored(fake_clock: FakeClock) -> None:

@@ -1,4 +1,4 @@
-"""The model-lockout store services on both backends, with a fake clock (reference-part1 §5)."""
+"""The model-lockout store services on both backends, with a fake clock."""
 
 from __future__ import annotations
 
@@ -6,20 +6,22 @@ import datetime as dt
 
 import pytest
 
+from omniroute.core.store import StateStore
+from resilience.domain import lock_record
 from resilience.domain.lockout import FailureState, Lock, LockoutSettings, LockRequest, LockScope
-from resilience.services import lockouts
-from resilience.services.lockouts import (
+from resilience.services.lockout_operations import (
     LockView,
     lockout_clear_all,
     lockout_clear_matching,
-    lockout_key,
     lockout_list,
+    lockout_unlock,
+)
+from resilience.services.lockouts import (
+    lockout_key,
     lockout_record,
     lockout_record_failure,
     lockout_record_success,
-    lockout_unlock,
 )
-from resilience.store import StateStore
 from tests.resilience.conftest import FakeClock
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the locks' durable copy is written too
@@ -39,9 +41,15 @@ async def _fail(
 ) -> float:
     """Record one failure; the lock's remaining seconds."""
     lock = await lockout_record_failure(
-        store=store, provider=provider, connection_id=connection, model=model, scope=scope,
-        request=request, settings=DEFAULTS, tz=dt.UTC,
-    )  # fmt: skip
+        store=store,
+        provider=provider,
+        connection_id=connection,
+        model=model,
+        scope=scope,
+        request=request,
+        settings=DEFAULTS,
+        tz=dt.UTC,
+    )
     return lock.remaining(store.clock())
 
 
@@ -149,9 +157,10 @@ async def test_unlock_reaches_exact_locks_and_forgets_the_failures(
 
 async def test_unlock_of_nothing_removes_nothing(state_store: StateStore) -> None:
     assert await lockout_unlock(store=state_store, provider="openai", model="gpt-4o") == 0
-    assert await lockout_unlock(
-        store=state_store, provider="openai", model="gpt-4o", connection_id=4
-    ) == 0  # fmt: skip
+    assert (
+        await lockout_unlock(store=state_store, provider="openai", model="gpt-4o", connection_id=4)
+        == 0
+    )
 
 
 async def test_clear_all_drops_every_record_and_nothing_else(state_store: StateStore) -> None:
@@ -203,12 +212,12 @@ async def test_exact_cooldowns_respect_the_cap_unless_upstream(
 def test_the_soft_eviction_cap_drops_the_oldest_idle_failure_states_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lockouts, "EVICTION_CAP", 3)
+    monkeypatch.setattr(lock_record, "EVICTION_CAP", 3)
     now = 1_000.0
     failures = {f"m:{i}": FailureState(1, now + i, 60.0, 30.0) for i in range(5)}
     locked = {"m:0": Lock("rate_limit", now + 100, now, 1)}  # the oldest, but still locked
 
-    pruned = lockouts.LockRecord(locked, failures).pruned(now + 5)
+    pruned = lock_record.LockRecord(locked, failures).pruned(now + 5)
 
     assert set(pruned.failures) == {"m:0", "m:3", "m:4"}
     assert set(pruned.locks) == {"m:0"}

@@ -1,8 +1,9 @@
-"""The ``modelLockout`` settings card (reference-part1 §5.2): resolve, strict patch, snapshot,
-``/api/resilience`` and the admin settings page."""
+"""The ``modelLockout`` settings card: resolve, strict patch, snapshot,
+``/api/resilience`` and the admin settings page; its retired switch ``enabled``."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -10,16 +11,11 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.settings import SETTINGS, SettingsError, flatten
 from resilience.admin.settings import field_name
 from resilience.domain.lockout import LockoutSettings
-from resilience.domain.settings import (
-    DEFAULT_MODEL_LOCKOUT_SETTINGS,
-    SettingsError,
-    flatten,
-    resolve_settings,
-    to_document,
-    validate_patch,
-)
+from resilience.domain.settings.document import MODEL_LOCKOUT
+from resilience.domain.settings.schema import DEFAULT_MODEL_LOCKOUT_SETTINGS
 from resilience.models import ResilienceSettings
 from resilience.services import resilience_settings_document, resilience_settings_update
 from routing.selectors import config_snapshot_build
@@ -28,23 +24,22 @@ NO_ENV: dict[str, str] = {}
 URL = "/api/resilience"
 CHANGE_URL = reverse("admin:resilience_resiliencesettings_change", args=[1])
 DEFAULT_SECTION = {
-    "enabled": False,
-    "errorCodes": [403, 404, 429, 502, 503, 504],
+    "errorCodes": [408, 429, 500, 502, 503, 504, 529],
     "baseCooldownMs": 120_000,
     "maxCooldownMs": 1_800_000,
     "maxBackoffSteps": 10,
     "useExponentialBackoff": True,
 }
-LIST_MESSAGE = "must be a non-empty list of integers between 100 and 599"
+LIST_MESSAGE = "must be a non-empty list of integers between 100 and 599, without 404"
 
 
 def _resolved(**section: Any) -> LockoutSettings:
-    return resolve_settings({"modelLockout": section}, NO_ENV).model_lockout
+    return SETTINGS.resolve({"modelLockout": section}, NO_ENV)[MODEL_LOCKOUT]
 
 
 def _errors(section: dict[str, Any], current: dict[str, Any] | None = None) -> dict[str, str]:
     with pytest.raises(SettingsError) as raised:
-        validate_patch({"modelLockout": section}, current)
+        SETTINGS.validate_patch({"modelLockout": section}, current)
     return raised.value.errors
 
 
@@ -56,42 +51,28 @@ def _stored() -> dict[str, Any] | None:
 # --- resolve ------------------------------------------------------------------------------------
 
 
-def test_defaults_are_the_reference_card_and_off() -> None:
-    settings = resolve_settings({}, NO_ENV)
+def test_defaults_are_the_card_without_a_switch() -> None:
+    settings = SETTINGS.resolve({}, NO_ENV)
 
-    assert settings.model_lockout == DEFAULT_MODEL_LOCKOUT_SETTINGS == LockoutSettings()
-    assert settings.model_lockout.enabled is False
-    assert to_document(settings)["modelLockout"] == DEFAULT_SECTION
+    assert settings[MODEL_LOCKOUT] == DEFAULT_MODEL_LOCKOUT_SETTINGS == LockoutSettings()
+    assert SETTINGS.render(settings)["modelLockout"] == DEFAULT_SECTION  # no "enabled"
 
 
-@pytest.mark.parametrize(
-    ("raw", "enabled"),
-    [
-        (True, True),
-        ("true", True),
-        (" TRUE ", True),
-        ("1", True),
-        (1, True),
-        (-2, True),
-        (0.5, True),
-        (False, False),
-        (0, False),
-        ("0", False),
-        ("false", False),
-        ("yes", False),
-        (None, False),
-        ([1], False),
-    ],
-)
-def test_enabled_is_read_loosely(raw: Any, enabled: bool) -> None:
-    assert _resolved(enabled=raw).enabled is enabled
+@pytest.mark.parametrize("raw", [True, False, "1", 0])
+def test_a_stored_switch_is_ignored_and_not_shown(raw: Any) -> None:
+    settings = SETTINGS.resolve({"modelLockout": {"enabled": raw}}, NO_ENV)
+
+    assert settings[MODEL_LOCKOUT] == LockoutSettings()
+    assert "enabled" not in SETTINGS.render(settings)["modelLockout"]
 
 
 @pytest.mark.parametrize(
     ("raw", "codes"),
     [
         ([429, 503], (429, 503)),
-        ([429, "503", 404.7, 429], (429, 503, 404)),  # numbers kept, truncated, once each
+        ([429, "503", 502.7, 429], (429, 503, 502)),  # numbers kept, truncated, once each
+        ([404, 429, 404.2], (429,)),  # a 404 never counts: dropped
+        ([404], DEFAULT_MODEL_LOCKOUT_SETTINGS.error_codes),
         ([700, 99, 429, None, "x", True, float("nan")], (429,)),
         ([], DEFAULT_MODEL_LOCKOUT_SETTINGS.error_codes),
         ([600, 42], DEFAULT_MODEL_LOCKOUT_SETTINGS.error_codes),  # nothing left → the default
@@ -135,9 +116,8 @@ def test_use_exponential_backoff_takes_only_real_booleans() -> None:
 @pytest.mark.parametrize(
     ("section", "path", "message"),
     [
-        ({"enabled": "true"}, "enabled", "must be a boolean"),
-        ({"enabled": 1}, "enabled", "must be a boolean"),
         ({"errorCodes": []}, "errorCodes", LIST_MESSAGE),
+        ({"errorCodes": [404, 429]}, "errorCodes", LIST_MESSAGE),
         ({"errorCodes": 429}, "errorCodes", LIST_MESSAGE),
         ({"errorCodes": None}, "errorCodes", LIST_MESSAGE),
         ({"errorCodes": [429, 600]}, "errorCodes", LIST_MESSAGE),
@@ -157,13 +137,23 @@ def test_patch_rejects(section: dict[str, Any], path: str, message: str) -> None
 
 
 def test_patch_accepts_a_whole_card() -> None:
-    section = {**DEFAULT_SECTION, "enabled": True, "errorCodes": [429, 503.0]}
-    patch = validate_patch({"modelLockout": section})
+    section = {**DEFAULT_SECTION, "errorCodes": [429, 503.0]}
+    patch = SETTINGS.validate_patch({"modelLockout": section})
     assert patch["modelLockout"] == {**section, "errorCodes": [429, 503]}
 
 
+@pytest.mark.parametrize("raw", [True, False, "true", 1, None, {"x": 1}])
+def test_patch_accepts_the_retired_switch_whatever_its_value_and_drops_it(raw: Any) -> None:
+    patch = {"modelLockout": {"enabled": raw, "maxBackoffSteps": 4}}
+
+    assert SETTINGS.validate_patch(patch) == {"modelLockout": {"maxBackoffSteps": 4}}
+    assert list(SETTINGS.retired_in(patch)) == ["modelLockout.enabled"]
+    assert SETTINGS.validate_patch({"modelLockout": {"enabled": raw}}) == {}
+    assert SETTINGS.retired_in({"modelLockout": {"maxBackoffSteps": 4}}) == {}
+
+
 def test_patch_rejects_max_below_base() -> None:
-    current = to_document(resolve_settings({}, NO_ENV))  # base 120 000, max 1 800 000
+    current = SETTINGS.render(SETTINGS.resolve({}, NO_ENV))  # base 120 000, max 1 800 000
 
     assert _errors({"maxCooldownMs": 60_000}, current) == {
         "modelLockout.maxCooldownMs": "must be at least baseCooldownMs (120000)"
@@ -171,14 +161,14 @@ def test_patch_rejects_max_below_base() -> None:
     assert _errors({"baseCooldownMs": 300_000, "maxCooldownMs": 200_000}) == {
         "modelLockout.baseCooldownMs": "must not exceed maxCooldownMs (200000)"
     }
-    assert validate_patch({"modelLockout": {"maxCooldownMs": 120_000}}, current)
+    assert SETTINGS.validate_patch({"modelLockout": {"maxCooldownMs": 120_000}}, current)
 
 
 # --- snapshot -----------------------------------------------------------------------------------
 
 
 @pytest.mark.django_db
-def test_snapshot_defaults_to_off_and_the_default_cap() -> None:
+def test_snapshot_defaults_to_the_default_card_and_cap() -> None:
     snapshot = config_snapshot_build(version=1, remote_version=0)
 
     assert snapshot.lockout == LockoutSettings()
@@ -192,7 +182,7 @@ def test_snapshot_carries_the_card_and_its_cap_reaches_connection_cooldowns() ->
 
     snapshot = config_snapshot_build(version=1, remote_version=0)
 
-    assert snapshot.lockout == LockoutSettings(True, (429,), 120_000, 900_000, 3, True)
+    assert snapshot.lockout == LockoutSettings((429,), 120_000, 900_000, 3, True)
     assert snapshot.cooldown_profile("openai").max_cooldown_ms == 900_000
     assert snapshot.cooldown_profile("ollama-local").max_cooldown_ms == 900_000
 
@@ -207,15 +197,35 @@ def test_get_shows_the_card(manage_client: APIClient) -> None:
 
 @pytest.mark.django_db
 def test_patch_persists_only_the_changes(manage_client: APIClient) -> None:
-    patch = {"modelLockout": {"enabled": True, "errorCodes": [429, 503]}}
+    patch = {"modelLockout": {"errorCodes": [429, 503]}}
 
     response = manage_client.patch(URL, patch, format="json")
 
     assert response.status_code == 200, response.content
-    expected = {**DEFAULT_SECTION, "enabled": True, "errorCodes": [429, 503]}
+    expected = {**DEFAULT_SECTION, "errorCodes": [429, 503]}
     assert response.json()["modelLockout"] == expected
     assert manage_client.get(URL).json()["modelLockout"] == expected
     assert _stored() == patch
+    assert "X-OmniRoute-Warning" not in response
+
+
+@pytest.mark.django_db
+def test_patch_ignores_the_retired_switch_with_a_deprecation_warning(
+    manage_client: APIClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    patch = {"modelLockout": {"enabled": True, "errorCodes": [429, 503]}}
+
+    with caplog.at_level(logging.WARNING, logger="resilience.api.settings"):
+        response = manage_client.patch(URL, patch, format="json")
+
+    assert response.status_code == 200, response.content
+    assert response["X-OmniRoute-Warning"].startswith("modelLockout.enabled is retired: ignored.")
+    assert response.json()["modelLockout"] == {**DEFAULT_SECTION, "errorCodes": [429, 503]}
+    assert _stored() == {"modelLockout": {"errorCodes": [429, 503]}}
+    assert "modelLockout.enabled is retired" in caplog.text
+    alone = manage_client.patch(URL, {"modelLockout": {"enabled": False}}, format="json")
+    assert alone.status_code == 200 and "modelLockout.enabled" in alone["X-OmniRoute-Warning"]
+    assert "enabled" not in manage_client.get(URL).json()["modelLockout"]
 
 
 @pytest.mark.django_db
@@ -223,7 +233,7 @@ def test_patch_persists_only_the_changes(manage_client: APIClient) -> None:
     ("section", "field", "message"),
     [
         ({"errorCodes": []}, "modelLockout.errorCodes", LIST_MESSAGE),
-        ({"enabled": "true"}, "modelLockout.enabled", "must be a boolean"),
+        ({"errorCodes": [404]}, "modelLockout.errorCodes", LIST_MESSAGE),
         (
             {"maxCooldownMs": 60_000},
             "modelLockout.maxCooldownMs",
@@ -252,6 +262,10 @@ def test_schema_documents_error_codes_as_a_list(manage_client: APIClient) -> Non
         "items": {"type": "integer", "minimum": 100, "maximum": 599},
         "minItems": 1,
     }
+    assert "enabled" not in card
+    patch = schema["paths"]["/api/resilience"]["patch"]["requestBody"]["content"]
+    retired = patch["application/json"]["schema"]["properties"]["modelLockout"]["properties"]
+    assert retired["enabled"]["deprecated"] is True
 
 
 # --- admin settings page ------------------------------------------------------------------------
@@ -274,17 +288,19 @@ def test_admin_page_shows_the_card(staff_client: Client) -> None:
     page = staff_client.get(CHANGE_URL).content.decode()
 
     assert "modelLockout.errorCodes" in page
-    assert 'value="403, 404, 429, 502, 503, 504"' in page
+    assert 'value="408, 429, 500, 502, 503, 504, 529"' in page
+    assert "modelLockout.enabled" not in page
+    assert field_name("modelLockout.enabled") not in page
 
 
 @pytest.mark.django_db
 def test_admin_saves_error_codes_typed_as_text(staff_client: Client) -> None:
-    form = _form(**{"modelLockout.errorCodes": "429,503  504", "modelLockout.enabled": True})
+    form = _form(**{"modelLockout.errorCodes": "429,503  504"})
 
     response = staff_client.post(CHANGE_URL, form)
 
     assert response.status_code == 302, response.content
-    assert _stored() == {"modelLockout": {"enabled": True, "errorCodes": [429, 503, 504]}}
+    assert _stored() == {"modelLockout": {"errorCodes": [429, 503, 504]}}
 
 
 @pytest.mark.django_db

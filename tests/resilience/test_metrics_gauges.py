@@ -1,5 +1,5 @@
 """The resilience gauges of ``/metrics`` (read from the state store at scrape time), and the
-probes while Redis is down: degraded health, yet alive and ready (spec decision 18).
+probes while Redis is down: degraded health, yet alive and ready.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 from pytest_django.fixtures import Settings
 
+from omniroute.core.state import get_store
+from omniroute.core.store import StateStore
 from resilience.api import health
 from resilience.domain.connection_state import ConnectionState
 from resilience.domain.lockout import LockScope
 from resilience.services.connections import connection_key
-from resilience.state import get_store
-from resilience.store import StateStore
 from routing.snapshot import snapshot_clear
 from tests.conftest import free_port
 from tests.databases import redis_prefix

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from resilience.domain.retry_hints import (
+from resilience.domain.classify.retry_hints import (
     DAY_MS,
     MAX_HINT_MS,
     HintSource,

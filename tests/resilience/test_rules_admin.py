@@ -11,7 +11,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from resilience.rules_models import OPERATOR_RULES_MAX, ProviderErrorRule, StatusRestatementRule
+from resilience.models.rules import OPERATOR_RULES_MAX, ProviderErrorRule, StatusRestatementRule
 
 pytestmark = pytest.mark.django_db
 
@@ -89,8 +89,12 @@ def test_operator_error_rule_added_through_the_admin(staff_client: Client) -> No
     assert response.status_code == 302
     rule = ProviderErrorRule.objects.get(rule_id="acme-quota")
     assert (rule.provider, rule.match, rule.scope, rule.cooldown_ms, rule.is_builtin) == (
-        "acme", "Quota Exceeded", "model", 90_000, False
-    )  # fmt: skip
+        "acme",
+        "Quota Exceeded",
+        "model",
+        90_000,
+        False,
+    )
 
 
 def test_invalid_operator_rule_shows_the_form_errors(staff_client: Client) -> None:
@@ -136,8 +140,10 @@ def test_restatement_rule_added_through_the_admin(staff_client: Client) -> None:
     assert response.status_code == 302
     rule = StatusRestatementRule.objects.get(rule_id="acme-misstatus")
     assert (rule.from_statuses, rule.text_markers, rule.exclude_markers) == (
-        [403, 400], ["quota gone", "no balance"], []
-    )  # fmt: skip
+        [403, 400],
+        ["quota gone", "no balance"],
+        [],
+    )
     bad = staff_client.post(_url("statusrestatementrule", "add"), {**form, "from_statuses": "4x"})
     assert "Whole numbers only" in bad.content.decode()
 
@@ -163,8 +169,11 @@ def test_builtin_rule_can_be_disabled_not_edited(
     assert response.status_code == 302
     builtin.refresh_from_db()
     assert (builtin.is_enabled, builtin.cooldown_ms, builtin.status, builtin.scope) == (
-        False, 120_000, 402, "connection"
-    )  # fmt: skip
+        False,
+        120_000,
+        402,
+        "connection",
+    )
 
 
 def test_builtin_rule_cannot_be_deleted(staff_client: Client, builtin: ProviderErrorRule) -> None:

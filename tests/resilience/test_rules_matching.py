@@ -1,4 +1,4 @@
-"""Pure matching of status restatement (§6) and provider error rules: restated statuses and
+"""Pure matching of status restatement and provider error rules: restated statuses and
 retry hints, operator rules ahead of the catalog, plain-substring and header matching, reset
 countdowns, the body a rule matches against, and when a rule's scope is honoured.
 """
@@ -39,7 +39,7 @@ AGENTROUTER = tuple(
 )
 
 
-# --- Restatement (§6) ---------------------------------------------------------------------------
+# --- Restatement ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -106,15 +106,23 @@ def test_operator_rule_beats_the_catalog_wherever_it_is_listed() -> None:
 
     assert got is not None
     assert (got.rule_id, got.scope, got.reason, got.cooldown_ms, got.is_operator) == (
-        "mine", RuleScope.MODEL, RuleReason.QUOTA_EXHAUSTED, 5_000, True
-    )  # fmt: skip
+        "mine",
+        RuleScope.MODEL,
+        RuleReason.QUOTA_EXHAUSTED,
+        5_000,
+        True,
+    )
 
 
 def test_operator_400_rule_comes_before_the_builtin_400_rules() -> None:
     operator = ErrorRule(
-        provider="opencode", rule_id="mine-400", status=400, match="MODEL IS UNAVAILABLE",
-        reason=RuleReason.SERVER_ERROR, scope=RuleScope.PROVIDER,
-    )  # fmt: skip
+        provider="opencode",
+        rule_id="mine-400",
+        status=400,
+        match="MODEL IS UNAVAILABLE",
+        reason=RuleReason.SERVER_ERROR,
+        scope=RuleScope.PROVIDER,
+    )
     rules = (*seeded_error_rules("opencode"), operator)
 
     got = match_error_rule(
@@ -142,9 +150,13 @@ def test_operator_match_is_a_plain_substring_never_a_regex() -> None:
 )
 def test_header_rules(header_match: HeaderMatch, value: str, actual: str, matches: bool) -> None:
     rule = ErrorRule(
-        provider="acme", rule_id="h", status=429, header_name="X-Quota",
-        header_value=value, header_match=header_match,
-    )  # fmt: skip
+        provider="acme",
+        rule_id="h",
+        status=429,
+        header_name="X-Quota",
+        header_value=value,
+        header_match=header_match,
+    )
     got = match_error_rule([rule], status=429, headers={"x-QUOTA": actual}, body=None)
     assert (got is not None) is matches
     assert match_error_rule([rule], status=429, headers={}, body=None) is None
@@ -197,5 +209,8 @@ def test_honors_rule_scope_and_operator_opt_in() -> None:
     assert has_operator_rule([builtin, mine]) and not has_operator_rule([builtin])
     pairs = ((False, False), (True, False), (False, True), (True, True))
     assert [honors_rule_scope(flag, operator) for flag, operator in pairs] == [
-        False, True, True, True
-    ]  # fmt: skip
+        False,
+        True,
+        True,
+        True,
+    ]

@@ -1,4 +1,4 @@
-"""Every seeded provider error rule (§7.2, ``0003_rules``) matched against a response of its
+"""Every seeded provider error rule (``0003_rules``) matched against a response of its
 own, the near misses that must not match, and the catalog order that decides overlaps.
 """
 
@@ -9,64 +9,107 @@ import pytest
 from resilience.domain.rules import match_error_rule
 from tests.resilience.rules_support import DAY, HOUR, ORG, SEEDED_ROWS, seeded_error_rules
 
-# --- Error rules: every seeded row (§7.2) -------------------------------------------------------
+# --- Error rules: every seeded row -------------------------------------------------------
 
 # base rule id: status, headers, body, (reason, scope, cooldown)
 SEEDED_CASES: dict[str, tuple[int, dict[str, str], object, tuple[str, str, int | None]]] = {
     "opencode-endpoint-unavailable-400": (
-        400, {}, "The endpoint is unavailable right now", ("model_capacity", "model", 300_000)
+        400,
+        {},
+        "The endpoint is unavailable right now",
+        ("model_capacity", "model", 300_000),
     ),
     "opencode-endpoint-unavailable-429": (
-        429, {}, {"error": "Endpoint is UNAVAILABLE"}, ("model_capacity", "model", 300_000)
+        429,
+        {},
+        {"error": "Endpoint is UNAVAILABLE"},
+        ("model_capacity", "model", 300_000),
     ),
     "opencode-monthly-quota-resets-in": (
-        429, {}, "Monthly usage limit reached. Resets in 3 days.",
+        429,
+        {},
+        "Monthly usage limit reached. Resets in 3 days.",
         ("quota_exhausted", "connection", 3 * DAY),
     ),
     "opencode-quota-exhausted-headers-requests": (
-        429, {"X-RateLimit-Remaining-Requests": "0"}, "", ("quota_exhausted", "connection", None)
+        429,
+        {"X-RateLimit-Remaining-Requests": "0"},
+        "",
+        ("quota_exhausted", "connection", None),
     ),
     "opencode-quota-exhausted-headers-tokens": (
-        429, {"x-ratelimit-remaining-tokens": " 0 "}, "", ("quota_exhausted", "connection", None)
+        429,
+        {"x-ratelimit-remaining-tokens": " 0 "},
+        "",
+        ("quota_exhausted", "connection", None),
     ),
     "opencode-quota-exhausted-body-organization": (
-        429, {}, ORG, ("quota_exhausted", "connection", None)
+        429,
+        {},
+        ORG,
+        ("quota_exhausted", "connection", None),
     ),
     "opencode-quota-exhausted-body-account": (
-        429, {}, "ACCOUNT_QUOTA_EXCEEDED", ("quota_exhausted", "connection", None)
+        429,
+        {},
+        "ACCOUNT_QUOTA_EXCEEDED",
+        ("quota_exhausted", "connection", None),
     ),
     "opencode-quota-exhausted-body-plan": (
-        429, {}, "error: plan_limit_reached", ("quota_exhausted", "connection", None)
+        429,
+        {},
+        "error: plan_limit_reached",
+        ("quota_exhausted", "connection", None),
     ),
     "opencode-400-model-unavailable": (
-        400, {}, "Upstream request failed: model is unavailable.",
+        400,
+        {},
+        "Upstream request failed: model is unavailable.",
         ("model_capacity", "model", HOUR),
     ),
     "minimax-per-model-quota": (
-        429, {"X-Model-Quota-Remaining": "haiku=0,sonnet=42"}, "",
+        429,
+        {"X-Model-Quota-Remaining": "haiku=0,sonnet=42"},
+        "",
         ("quota_exhausted", "model", None),
     ),
     "cloudflare-ai-daily-neuron-allocation": (
-        429, {}, "You have used up your daily free allocation of 10,000 neurons",
+        429,
+        {},
+        "You have used up your daily free allocation of 10,000 neurons",
         ("quota_exhausted", "connection", None),
     ),
     "openrouter-credit-exhausted-402": (
-        402, {}, {"error": {"message": "Insufficient credits"}},
+        402,
+        {},
+        {"error": {"message": "Insufficient credits"}},
         ("quota_exhausted", "connection", 120_000),
     ),
     "agentrouter-user-quota-exhausted-400": (
-        400, {}, {"error": {"message": "用户额度不足"}}, ("quota_exhausted", "connection", None)
+        400,
+        {},
+        {"error": {"message": "用户额度不足"}},
+        ("quota_exhausted", "connection", None),
     ),
     "agentrouter-user-quota-exhausted-403": (
-        403, {}, "用户额度不足", ("quota_exhausted", "connection", None)
+        403,
+        {},
+        "用户额度不足",
+        ("quota_exhausted", "connection", None),
     ),
     "agentrouter-user-quota-exhausted-429": (
-        429, {}, "额度不足", ("quota_exhausted", "connection", None)
+        429,
+        {},
+        "额度不足",
+        ("quota_exhausted", "connection", None),
     ),
     "agentrouter-model-access-denied": (
-        403, {}, {"error": {"message": "无权访问模型 claude-x"}}, ("auth_error", "model", 6 * HOUR)
+        403,
+        {},
+        {"error": {"message": "无权访问模型 claude-x"}},
+        ("auth_error", "model", 6 * HOUR),
     ),
-}  # fmt: skip
+}
 
 
 def test_every_seeded_rule_has_a_case() -> None:
@@ -82,8 +125,11 @@ def test_match_error_rule_seeded_row(provider: str, rule_id: str) -> None:
 
     assert got is not None
     assert (got.rule_id, got.reason, got.scope, got.cooldown_ms) == (
-        rule_id, reason, scope, cooldown
-    )  # fmt: skip
+        rule_id,
+        reason,
+        scope,
+        cooldown,
+    )
     assert got.is_operator is False
 
 

@@ -11,10 +11,10 @@ import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
 
+from omniroute.core.config_version import config_local_version
 from resilience.domain.rules import ErrorRule, Restated, apply_restatement, match_error_rule
-from resilience.rules_models import OPERATOR_RULES_MAX, ProviderErrorRule, StatusRestatementRule
-from resilience.selectors_rules import rules_for_snapshot
-from resilience.services.config_version import config_local_version
+from resilience.models.rules import OPERATOR_RULES_MAX, ProviderErrorRule, StatusRestatementRule
+from resilience.selectors.rules import rules_for_snapshot
 from resilience.services.rules import (
     error_rule_delete,
     error_rule_save,
@@ -62,12 +62,18 @@ def test_seed_created_the_builtin_rows(seeded: None) -> None:
     assert all(row.is_builtin and row.is_enabled for row in rows)
     denied = rows.get(provider="agentrouter", rule_id="agentrouter-model-access-denied")
     assert (denied.status, denied.match, denied.scope, denied.reason, denied.cooldown_ms) == (
-        403, "无权访问模型", "model", "auth_error", 21_600_000
-    )  # fmt: skip
+        403,
+        "无权访问模型",
+        "model",
+        "auth_error",
+        21_600_000,
+    )
     restatement = StatusRestatementRule.objects.get()
     assert (restatement.provider, restatement.rule_id, restatement.is_builtin) == (
-        "agentrouter", "agentrouter-quota-misstatus", True
-    )  # fmt: skip
+        "agentrouter",
+        "agentrouter-quota-misstatus",
+        True,
+    )
     assert restatement.from_statuses == [403, 400] and restatement.to_status == 429
 
 
@@ -225,15 +231,21 @@ def test_rules_for_snapshot_orders_operator_rules_first_and_skips_disabled(seede
     restatements, errors = rules_for_snapshot()
 
     assert [r.rule_id for r in errors["opencode"]] == [
-        "early", "late",
-        "opencode-endpoint-unavailable-400", "opencode-endpoint-unavailable-429",
-        "opencode-monthly-quota-resets-in", "opencode-quota-exhausted-headers-requests",
-        "opencode-quota-exhausted-headers-tokens", "opencode-quota-exhausted-body-organization",
-        "opencode-quota-exhausted-body-account", "opencode-quota-exhausted-body-plan",
-    ]  # fmt: skip
+        "early",
+        "late",
+        "opencode-endpoint-unavailable-400",
+        "opencode-endpoint-unavailable-429",
+        "opencode-monthly-quota-resets-in",
+        "opencode-quota-exhausted-headers-requests",
+        "opencode-quota-exhausted-headers-tokens",
+        "opencode-quota-exhausted-body-organization",
+        "opencode-quota-exhausted-body-account",
+        "opencode-quota-exhausted-body-plan",
+    ]
     assert [r.rule_id for r in restatements["agentrouter"]] == [
-        "first", "agentrouter-quota-misstatus"
-    ]  # fmt: skip
+        "first",
+        "agentrouter-quota-misstatus",
+    ]
     assert errors["opencode"][0] == ErrorRule(
         provider="opencode", rule_id="early", status=429, position=-5
     )

@@ -6,19 +6,13 @@ from typing import Any
 
 import pytest
 
+from omniroute.core.settings import ROOT_FIELD, SETTINGS, Kind, SettingsError, flatten, merge
 from resilience.domain.profiles import ProfileName
-from resilience.domain.settings import (
-    ROOT_FIELD,
-    SCHEMA,
+from resilience.domain.settings.document import (
+    PROVIDER_BREAKER,
+    PROVIDER_COOLDOWN,
     BreakerSettings,
-    Kind,
     ProviderCooldownSettings,
-    SettingsError,
-    flatten,
-    merge,
-    resolve_settings,
-    to_document,
-    validate_patch,
 )
 
 NO_ENV: dict[str, str] = {}
@@ -26,17 +20,17 @@ APIKEY_FAILURE = "providerBreaker.apikey.failureThreshold"
 APIKEY_DEGRADATION = "providerBreaker.apikey.degradationThreshold"
 MIN_COOLDOWN = "providerCooldown.minRetryCooldownMs"
 MAX_COOLDOWN = "providerCooldown.maxRetryCooldownMs"
-INT_PATHS = [path for path, spec in SCHEMA.items() if spec.kind is Kind.INT]
+INT_PATHS = [path for path, spec in SETTINGS.schema.fields.items() if spec.kind is Kind.INT]
 
 
 def _errors(patch: Any, current: dict[str, Any] | None = None) -> dict[str, str]:
     with pytest.raises(SettingsError) as raised:
-        validate_patch(patch, current)
+        SETTINGS.validate_patch(patch, current)
     return raised.value.errors
 
 
 def _defaults(env: dict[str, str] | None = None) -> dict[str, Any]:
-    return to_document(resolve_settings({}, env or NO_ENV))
+    return SETTINGS.render(SETTINGS.resolve({}, env or NO_ENV))
 
 
 # --- defaults and environment -----------------------------------------------------------------
@@ -52,11 +46,11 @@ def _defaults(env: dict[str, str] | None = None) -> dict[str, Any]:
     ],
 )
 def test_breaker_defaults_per_profile(profile: ProfileName, expected: BreakerSettings) -> None:
-    assert resolve_settings({}, NO_ENV).breaker_for(profile) == expected
+    assert SETTINGS.resolve({}, NO_ENV)[PROVIDER_BREAKER][profile] == expected
 
 
 def test_provider_cooldown_defaults() -> None:
-    cooldown = resolve_settings({}, NO_ENV).provider_cooldown
+    cooldown = SETTINGS.resolve({}, NO_ENV)[PROVIDER_COOLDOWN]
     assert cooldown == ProviderCooldownSettings(False, 5_000, 300_000)
 
 
@@ -64,12 +58,20 @@ def test_document_shape_covers_the_schema() -> None:
     document = _defaults()
 
     assert list(document) == [
-        "providerBreaker", "providerCooldown", "connectionCooldown", "modelLockout",
-        "availability", "attempts", "streamRecovery", "requestQueue", "quotaShareConcurrencyLimit",
-        "comboCooldownWait", "sessionAffinity",
-    ]  # fmt: skip
+        "providerBreaker",
+        "providerCooldown",
+        "connectionCooldown",
+        "modelLockout",
+        "availability",
+        "attempts",
+        "streamRecovery",
+        "requestQueue",
+        "quotaShareConcurrencyLimit",
+        "comboCooldownWait",
+        "sessionAffinity",
+    ]
     assert list(document["providerBreaker"]) == ["oauth", "apikey", "local"]
-    assert set(flatten(document)) == set(SCHEMA)
+    assert set(flatten(document)) == set(SETTINGS.schema.fields)
 
 
 def test_breaker_env_overrides_come_from_the_profiles() -> None:
@@ -78,10 +80,10 @@ def test_breaker_env_overrides_come_from_the_profiles() -> None:
         "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_RESET_MS": "45000",
         "OMNIROUTE_PROVIDER_BREAKER_OAUTH_DEGRADATION_THRESHOLD": "3",
     }
-    settings = resolve_settings({}, env)
+    settings = SETTINGS.resolve({}, env)
 
-    assert settings.breaker_for(ProfileName.APIKEY) == BreakerSettings(20, 7, 45_000)
-    assert settings.breaker_for(ProfileName.OAUTH) == BreakerSettings(8, 3, 60_000)
+    assert settings[PROVIDER_BREAKER][ProfileName.APIKEY] == BreakerSettings(20, 7, 45_000)
+    assert settings[PROVIDER_BREAKER][ProfileName.OAUTH] == BreakerSettings(8, 3, 60_000)
 
 
 def test_env_defaults_are_clamped_and_kept_consistent() -> None:
@@ -90,11 +92,11 @@ def test_env_defaults_are_clamped_and_kept_consistent() -> None:
         "OMNIROUTE_CIRCUIT_BREAKER_OAUTH_RESET_MS": "5",
         "OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD": "5",  # below the default degradation 7
     }
-    settings = resolve_settings({}, env)
+    settings = SETTINGS.resolve({}, env)
 
-    # A threshold of 1 is refused (decision 14): an env 0 is clamped to 2.
-    assert settings.breaker_for(ProfileName.OAUTH) == BreakerSettings(2, 1, 1_000)
-    assert settings.breaker_for(ProfileName.APIKEY).degradation_threshold == 4
+    # A threshold of 1 is refused: an env 0 is clamped to 2.
+    assert settings[PROVIDER_BREAKER][ProfileName.OAUTH] == BreakerSettings(2, 1, 1_000)
+    assert settings[PROVIDER_BREAKER][ProfileName.APIKEY].degradation_threshold == 4
 
 
 @pytest.mark.parametrize(
@@ -103,13 +105,13 @@ def test_env_defaults_are_clamped_and_kept_consistent() -> None:
 )
 def test_provider_cooldown_enabled_by_env(raw: str, enabled: bool) -> None:
     env = {"PROVIDER_COOLDOWN_ENABLED": raw}
-    assert resolve_settings({}, env).provider_cooldown.enabled is enabled
+    assert SETTINGS.resolve({}, env)[PROVIDER_COOLDOWN].enabled is enabled
 
 
 def test_stored_enabled_wins_over_env() -> None:
     stored = {"providerCooldown": {"enabled": False}}
     env = {"PROVIDER_COOLDOWN_ENABLED": "true"}
-    assert resolve_settings(stored, env).provider_cooldown.enabled is False
+    assert SETTINGS.resolve(stored, env)[PROVIDER_COOLDOWN].enabled is False
 
 
 @pytest.mark.parametrize(
@@ -125,14 +127,16 @@ def test_stored_enabled_wins_over_env() -> None:
     ],
 )
 def test_provider_cooldown_env(env: dict[str, str], expected: tuple[int, int]) -> None:
-    cooldown = resolve_settings({}, env).provider_cooldown
+    cooldown = SETTINGS.resolve({}, env)[PROVIDER_COOLDOWN]
     assert (cooldown.min_retry_cooldown_ms, cooldown.max_retry_cooldown_ms) == expected
 
 
 def test_stored_values_win_over_env() -> None:
     stored = {"providerBreaker": {"apikey": {"failureThreshold": 30}}}
     env = {"OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD": "20"}
-    assert resolve_settings(stored, env).breaker_for(ProfileName.APIKEY).failure_threshold == 30
+    assert (
+        SETTINGS.resolve(stored, env)[PROVIDER_BREAKER][ProfileName.APIKEY].failure_threshold == 30
+    )
 
 
 # --- lenient resolve ("toInteger") --------------------------------------------------------------
@@ -162,17 +166,17 @@ def test_stored_values_win_over_env() -> None:
 )
 def test_resolve_reads_integers_leniently(raw: Any, expected: int) -> None:
     stored = {"providerBreaker": {"apikey": {"failureThreshold": raw, "degradationThreshold": 1}}}
-    breaker = resolve_settings(stored, NO_ENV).breaker_for(ProfileName.APIKEY)
+    breaker = SETTINGS.resolve(stored, NO_ENV)[PROVIDER_BREAKER][ProfileName.APIKEY]
     assert breaker.failure_threshold == expected
 
 
 @pytest.mark.parametrize("raw", ["true", 1, None, "on"])
 def test_resolve_takes_only_real_booleans(raw: Any) -> None:
     stored = {"providerCooldown": {"enabled": raw}}
-    assert resolve_settings(stored, NO_ENV).provider_cooldown.enabled is False
-    assert resolve_settings(
-        {"providerCooldown": {"enabled": True}}, NO_ENV
-    ).provider_cooldown.enabled
+    assert SETTINGS.resolve(stored, NO_ENV)[PROVIDER_COOLDOWN].enabled is False
+    assert SETTINGS.resolve({"providerCooldown": {"enabled": True}}, NO_ENV)[
+        PROVIDER_COOLDOWN
+    ].enabled
 
 
 @pytest.mark.parametrize(
@@ -184,13 +188,13 @@ def test_resolve_forces_degradation_below_failure(
 ) -> None:
     stored = {"providerBreaker": {"oauth": {"failureThreshold": failure}}}
     stored["providerBreaker"]["oauth"]["degradationThreshold"] = degradation
-    breaker = resolve_settings(stored, NO_ENV).breaker_for(ProfileName.OAUTH)
+    breaker = SETTINGS.resolve(stored, NO_ENV)[PROVIDER_BREAKER][ProfileName.OAUTH]
     assert (breaker.failure_threshold, breaker.degradation_threshold) == (failure, expected)
 
 
 def test_resolve_raises_max_cooldown_to_min() -> None:
     stored = {"providerCooldown": {"minRetryCooldownMs": 90_000, "maxRetryCooldownMs": 1_000}}
-    cooldown = resolve_settings(stored, NO_ENV).provider_cooldown
+    cooldown = SETTINGS.resolve(stored, NO_ENV)[PROVIDER_COOLDOWN]
     assert (cooldown.min_retry_cooldown_ms, cooldown.max_retry_cooldown_ms) == (90_000, 90_000)
 
 
@@ -203,16 +207,16 @@ def test_resolve_raises_max_cooldown_to_min() -> None:
     ],
 )
 def test_resolve_ignores_malformed_and_unknown_parts(stored: dict[str, Any]) -> None:
-    assert to_document(resolve_settings(stored, NO_ENV)) == _defaults()
+    assert SETTINGS.render(SETTINGS.resolve(stored, NO_ENV)) == _defaults()
 
 
 def test_resolved_documents_round_trip_and_pass_the_strict_check() -> None:
     env = {"OMNIROUTE_CIRCUIT_BREAKER_API_KEY_THRESHOLD": "0", "PROVIDER_COOLDOWN_MAX_MS": "9"}
-    settings = resolve_settings({"providerBreaker": {"oauth": {"failureThreshold": "3"}}}, env)
-    document = to_document(settings)
+    settings = SETTINGS.resolve({"providerBreaker": {"oauth": {"failureThreshold": "3"}}}, env)
+    document = SETTINGS.render(settings)
 
-    assert resolve_settings(document, NO_ENV) == settings
-    assert validate_patch(document) == document
+    assert SETTINGS.resolve(document, NO_ENV) == settings
+    assert SETTINGS.validate_patch(document) == document
 
 
 # --- strict patches ---------------------------------------------------------------------------
@@ -264,7 +268,7 @@ def test_patch_rejects(patch: dict[str, Any], path: str, message: str) -> None:
 
 @pytest.mark.parametrize("path", INT_PATHS)
 def test_patch_rejects_out_of_range_values(path: str) -> None:
-    spec = SCHEMA[path]
+    spec = SETTINGS.schema.fields[path]
     expected = f"must be between {spec.minimum} and {spec.maximum}"
     for value in (spec.minimum - 1, spec.maximum + 1):
         assert _errors({path.split(".")[0]: _nested(path, value)}) == {path: expected}
@@ -272,10 +276,10 @@ def test_patch_rejects_out_of_range_values(path: str) -> None:
 
 @pytest.mark.parametrize("path", INT_PATHS)
 def test_patch_accepts_both_bounds(path: str) -> None:
-    spec = SCHEMA[path]
+    spec = SETTINGS.schema.fields[path]
     for value in (spec.minimum, spec.maximum):
         patch = {path.split(".")[0]: _nested(path, value)}
-        assert flatten(validate_patch(patch)) == {path: value}
+        assert flatten(SETTINGS.validate_patch(patch)) == {path: value}
 
 
 def _nested(path: str, value: int) -> Any:
@@ -286,7 +290,7 @@ def _nested(path: str, value: int) -> Any:
 
 
 def test_patch_accepts_integral_floats_as_integers() -> None:
-    patch = validate_patch({"providerBreaker": {"oauth": {"failureThreshold": 9.0}}})
+    patch = SETTINGS.validate_patch({"providerBreaker": {"oauth": {"failureThreshold": 9.0}}})
     value = patch["providerBreaker"]["oauth"]["failureThreshold"]
     assert value == 9
     assert type(value) is int
@@ -322,7 +326,7 @@ def test_patch_checks_degradation_against_the_current_failure() -> None:
     assert _errors(patch, _defaults()) == {
         APIKEY_DEGRADATION: "must be less than failureThreshold (12)"
     }
-    assert validate_patch(patch) == patch  # nothing to compare with
+    assert SETTINGS.validate_patch(patch) == patch  # nothing to compare with
 
 
 def test_patch_lowering_failure_below_current_degradation_names_failure() -> None:
@@ -348,7 +352,7 @@ def test_patch_checks_cooldowns_against_the_current_document() -> None:
     assert _errors(too_low_max, current) == {
         MAX_COOLDOWN: "must be at least minRetryCooldownMs (5000)"
     }
-    assert validate_patch({"providerCooldown": {"maxRetryCooldownMs": 5_000}}, current)
+    assert SETTINGS.validate_patch({"providerCooldown": {"maxRetryCooldownMs": 5_000}}, current)
 
 
 def test_settings_error_message_names_the_fields() -> None:

@@ -11,11 +11,11 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.config_version import config_local_version
+from omniroute.core.settings import SETTINGS, SettingsError, flatten
 from resilience.admin.settings import field_name
-from resilience.domain.settings import SCHEMA, SettingsError, flatten
 from resilience.models import ResilienceSettings
 from resilience.services import resilience_settings_document, resilience_settings_update
-from resilience.services.config_version import config_local_version
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_env")]
 
@@ -44,7 +44,7 @@ def test_get_returns_the_full_resolved_document(manage_client: APIClient) -> Non
 
     assert response.status_code == 200
     document = response.json()
-    assert set(flatten(document)) == set(SCHEMA)
+    assert set(flatten(document)) == set(SETTINGS.schema.fields)
     assert document["providerBreaker"]["apikey"] == {
         "failureThreshold": 12,
         "degradationThreshold": 7,
@@ -124,7 +124,7 @@ def test_successive_patches_keep_earlier_fields(manage_client: APIClient) -> Non
             "must be at least minRetryCooldownMs (5000)",
         ),
         ({"providerCooldown": {"enabled": "yes"}}, "providerCooldown.enabled", "must be a boolean"),
-        ({"waitForCooldown": {}}, "waitForCooldown", "unknown section"),  # decision 20
+        ({"waitForCooldown": {}}, "waitForCooldown", "unknown section"),  # the wait is retired
         ([1, 2], "non_field_errors", "must be a JSON object"),
     ],
 )
@@ -221,7 +221,7 @@ def test_admin_page_renders_every_setting(staff_client: Client) -> None:
     response = staff_client.get(CHANGE_URL)
 
     assert response.status_code == 200
-    for path in SCHEMA:
+    for path in SETTINGS.schema.fields:
         assert path in response.content.decode()
     assert _stored() is None
     assert staff_client.get(reverse("admin:resilience_resiliencesettings_add")).status_code == 403

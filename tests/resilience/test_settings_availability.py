@@ -1,4 +1,4 @@
-"""The availability numbers of the settings document (spec decisions 14-16): defaults, bounds."""
+"""The availability numbers of the settings document: defaults, bounds."""
 
 from __future__ import annotations
 
@@ -6,15 +6,17 @@ from typing import Any
 
 import pytest
 
+from omniroute.core.settings import SETTINGS, SettingsError
 from resilience.domain.profiles import ProfileName
-from resilience.domain.settings import SettingsError, resolve_settings, to_document, validate_patch
+from resilience.domain.settings.document import AVAILABILITY, PROVIDER_BREAKER
+from routing.domain.settings.sections import ATTEMPTS
 
 NO_ENV: dict[str, str] = {}
 
 
 def _errors(patch: Any) -> dict[str, str]:
     try:
-        validate_patch(patch, to_document(resolve_settings({}, NO_ENV)))
+        SETTINGS.validate_patch(patch, SETTINGS.render(SETTINGS.resolve({}, NO_ENV)))
     except SettingsError as error:
         return error.errors
     return {}
@@ -23,44 +25,71 @@ def _errors(patch: Any) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("patch", "field", "message"),
     [
-        ({"availability": {"consecutiveFailures": 1}}, "availability.consecutiveFailures",
-         "must be between 2 and 100"),
-        ({"availability": {"transientCooldownCapMs": 999}}, "availability.transientCooldownCapMs",
-         "must be between 1000 and 600000"),
-        ({"attempts": {"retriesPerTarget": 6}}, "attempts.retriesPerTarget",
-         "must be between 0 and 5"),
-        ({"attempts": {"timeToFirstTokenMs": 999}}, "attempts.timeToFirstTokenMs",
-         "must be between 1000 and 600000"),
-        ({"attempts": {"streamIdleMs": 600_001}}, "attempts.streamIdleMs",
-         "must be between 1000 and 600000"),
+        (
+            {"availability": {"consecutiveFailures": 1}},
+            "availability.consecutiveFailures",
+            "must be between 2 and 100",
+        ),
+        (
+            {"availability": {"transientCooldownCapMs": 999}},
+            "availability.transientCooldownCapMs",
+            "must be between 1000 and 600000",
+        ),
+        (
+            {"attempts": {"retriesPerTarget": 6}},
+            "attempts.retriesPerTarget",
+            "must be between 0 and 5",
+        ),
+        (
+            {"attempts": {"timeToFirstTokenMs": 999}},
+            "attempts.timeToFirstTokenMs",
+            "must be between 1000 and 600000",
+        ),
+        (
+            {"attempts": {"streamIdleMs": 600_001}},
+            "attempts.streamIdleMs",
+            "must be between 1000 and 600000",
+        ),
         ({"attempts": {"streamIdleMs": "60000"}}, "attempts.streamIdleMs", "must be an integer"),
-        ({"providerBreaker": {"apikey": {"minimumCalls": 1}}},
-         "providerBreaker.apikey.minimumCalls", "must be between 2 and 1000"),
-        ({"providerBreaker": {"apikey": {"failureRatePercent": 101}}},
-         "providerBreaker.apikey.failureRatePercent", "must be between 1 and 100"),
-        ({"providerBreaker": {"apikey": {"windowMs": 500}}}, "providerBreaker.apikey.windowMs",
-         "must be between 1000 and 3600000"),
+        (
+            {"providerBreaker": {"apikey": {"minimumCalls": 1}}},
+            "providerBreaker.apikey.minimumCalls",
+            "must be between 2 and 1000",
+        ),
+        (
+            {"providerBreaker": {"apikey": {"failureRatePercent": 101}}},
+            "providerBreaker.apikey.failureRatePercent",
+            "must be between 1 and 100",
+        ),
+        (
+            {"providerBreaker": {"apikey": {"windowMs": 500}}},
+            "providerBreaker.apikey.windowMs",
+            "must be between 1000 and 3600000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_availability_numbers_are_bounded(patch: Any, field: str, message: str) -> None:
     assert _errors(patch) == {field: message}
 
 
 def test_the_availability_defaults() -> None:
-    settings = resolve_settings({}, NO_ENV)
-    availability = settings.availability
+    settings = SETTINGS.resolve({}, NO_ENV)
+    availability = settings[AVAILABILITY]
     assert (availability.consecutive_failures, availability.transient_cooldown_cap_ms) == (
-        3, 30_000,
-    )  # fmt: skip
+        3,
+        30_000,
+    )
     assert availability.panic_enabled
-    attempts = settings.attempts
+    attempts = settings[ATTEMPTS]
     assert (attempts.retries_per_target, attempts.backoff_base_ms) == (1, 250)
     assert (attempts.max_retry_after_wait_ms, attempts.deadline_ms) == (5_000, 300_000)
     assert (attempts.time_to_first_token_ms, attempts.stream_idle_ms) == (60_000, 60_000)
-    breaker = settings.breaker_for(ProfileName.APIKEY)
+    breaker = settings[PROVIDER_BREAKER][ProfileName.APIKEY]
     assert (breaker.window_ms, breaker.minimum_calls, breaker.failure_rate_percent) == (
-        60_000, 10, 50,
-    )  # fmt: skip
+        60_000,
+        10,
+        50,
+    )
 
 
 @pytest.mark.parametrize(
@@ -75,14 +104,14 @@ def test_the_availability_defaults() -> None:
     ],
 )
 def test_the_upstream_read_timeout_seeds_stream_idle(seconds: str, idle_ms: int) -> None:
-    settings = resolve_settings({}, {"OMNIROUTE_UPSTREAM_READ_TIMEOUT": seconds})
-    assert settings.attempts.stream_idle_ms == idle_ms
-    assert settings.attempts.time_to_first_token_ms == 60_000  # not tied to the read timeout
+    settings = SETTINGS.resolve({}, {"OMNIROUTE_UPSTREAM_READ_TIMEOUT": seconds})
+    assert settings[ATTEMPTS].stream_idle_ms == idle_ms
+    assert settings[ATTEMPTS].time_to_first_token_ms == 60_000  # not tied to the read timeout
 
 
 def test_a_stored_stream_idle_wins_over_the_read_timeout() -> None:
     stored = {"attempts": {"streamIdleMs": 5_000, "timeToFirstTokenMs": 7_000}}
     env = {"OMNIROUTE_UPSTREAM_READ_TIMEOUT": "45"}
-    attempts = resolve_settings(stored, env).attempts
+    attempts = SETTINGS.resolve(stored, env)[ATTEMPTS]
     assert (attempts.stream_idle_ms, attempts.time_to_first_token_ms) == (5_000, 7_000)
-    assert to_document(resolve_settings(stored, env))["attempts"]["streamIdleMs"] == 5_000
+    assert SETTINGS.render(SETTINGS.resolve(stored, env))["attempts"]["streamIdleMs"] == 5_000

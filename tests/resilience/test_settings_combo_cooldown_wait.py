@@ -1,6 +1,6 @@
-"""The ``comboCooldownWait`` section of the settings document (reference-part2 §4.2 and §9,
-decision 11): defaults, lenient resolve, strict patches through the API, and the pure wait
-decision (§4.3, §4.4)."""
+"""The ``comboCooldownWait`` section of the settings document (docs/configuration.md):
+defaults, lenient resolve, strict patches through the API, and the pure wait
+decision."""
 
 from __future__ import annotations
 
@@ -10,20 +10,15 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from resilience.domain.combo_cooldown_wait import (
+from omniroute.core.settings import SETTINGS, SettingsError
+from resilience.domain.attempts.cooldown_wait import (
     ALLOWED_REASONS,
     DENIED_REASONS,
     ComboCooldownWaitSettings,
     should_wait,
 )
-from resilience.domain.settings import (
-    ResilienceSettings,
-    SettingsError,
-    resolve_settings,
-    to_document,
-    validate_patch,
-)
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
+from routing.domain.settings.sections import COMBO_COOLDOWN_WAIT
 
 NO_ENV: dict[str, str] = {}
 URL = "/api/resilience"
@@ -32,16 +27,18 @@ DEFAULT_DOCUMENT = {"enabled": True, "maxWaitMs": 90_000, "maxAttempts": 5, "bud
 
 
 def _wait(stored: Any = None) -> ComboCooldownWaitSettings:
-    return resolve_settings({SECTION: {} if stored is None else stored}, NO_ENV).combo_cooldown_wait
+    return SETTINGS.resolve({SECTION: {} if stored is None else stored}, NO_ENV)[
+        COMBO_COOLDOWN_WAIT
+    ]
 
 
 def _document(stored: Any) -> dict[str, Any]:
-    return dict(to_document(resolve_settings({SECTION: stored}, NO_ENV))[SECTION])
+    return dict(SETTINGS.render(SETTINGS.resolve({SECTION: stored}, NO_ENV))[SECTION])
 
 
 def _errors(patch: Any, current: dict[str, Any] | None = None) -> dict[str, str]:
     try:
-        validate_patch(patch, to_document(resolve_settings(current or {}, NO_ENV)))
+        SETTINGS.validate_patch(patch, SETTINGS.render(SETTINGS.resolve(current or {}, NO_ENV)))
     except SettingsError as error:
         return error.errors
     return {}
@@ -51,24 +48,20 @@ def _errors(patch: Any, current: dict[str, Any] | None = None) -> dict[str, str]
 
 
 def test_the_defaults() -> None:
-    settings = resolve_settings({}, NO_ENV)
+    settings = SETTINGS.resolve({}, NO_ENV)
 
-    assert settings.combo_cooldown_wait == ComboCooldownWaitSettings(
+    assert settings[COMBO_COOLDOWN_WAIT] == ComboCooldownWaitSettings(
         enabled=True, max_wait_ms=90_000, max_attempts=5, budget_ms=300_000
     )
-    assert settings.combo_cooldown_wait == ComboCooldownWaitSettings()  # agrees with SCHEMA
-    assert to_document(settings)[SECTION] == DEFAULT_DOCUMENT
+    assert (
+        settings[COMBO_COOLDOWN_WAIT] == ComboCooldownWaitSettings()
+    )  # agrees with the section's fields
+    assert SETTINGS.render(settings)[SECTION] == DEFAULT_DOCUMENT
 
 
-def test_settings_built_without_the_section_get_its_defaults() -> None:
-    resolved = resolve_settings({}, NO_ENV)
-    settings = ResilienceSettings(
-        provider_breaker=resolved.provider_breaker,
-        provider_cooldown=resolved.provider_cooldown,
-        connection_cooldown=resolved.connection_cooldown,
-        model_lockout=resolved.model_lockout,
-    )
-    assert settings.combo_cooldown_wait == ComboCooldownWaitSettings()
+def test_a_document_without_the_section_gets_its_defaults() -> None:
+    resolved = SETTINGS.resolve({"modelLockout": {"maxBackoffSteps": 3}}, NO_ENV)
+    assert resolved[COMBO_COOLDOWN_WAIT] == ComboCooldownWaitSettings()
 
 
 def test_the_helpers() -> None:
@@ -78,7 +71,7 @@ def test_the_helpers() -> None:
 
 def test_the_environment_moves_nothing() -> None:
     env = {"COMBO_COOLDOWN_WAIT_ENABLED": "false", "COMBO_COOLDOWN_WAIT_MAX_WAIT_MS": "5"}
-    assert resolve_settings({}, env).combo_cooldown_wait == ComboCooldownWaitSettings()
+    assert SETTINGS.resolve({}, env)[COMBO_COOLDOWN_WAIT] == ComboCooldownWaitSettings()
 
 
 # --- lenient resolve of a stored document ------------------------------------------------------
@@ -156,12 +149,15 @@ def test_a_section_that_is_not_an_object_keeps_every_default() -> None:
 
 def test_the_document_round_trips() -> None:
     stored = {SECTION: {"maxWaitMs": 20_000, "maxAttempts": 2, "budgetMs": 60_000}}
-    document = to_document(resolve_settings(stored, NO_ENV))
+    document = SETTINGS.render(SETTINGS.resolve(stored, NO_ENV))
 
     assert document[SECTION] == {
-        "enabled": True, "maxWaitMs": 20_000, "maxAttempts": 2, "budgetMs": 60_000,
-    }  # fmt: skip
-    assert resolve_settings(document, NO_ENV) == resolve_settings(stored, NO_ENV)
+        "enabled": True,
+        "maxWaitMs": 20_000,
+        "maxAttempts": 2,
+        "budgetMs": 60_000,
+    }
+    assert SETTINGS.resolve(document, NO_ENV) == SETTINGS.resolve(stored, NO_ENV)
 
 
 # --- strict patches ----------------------------------------------------------------------------
@@ -242,29 +238,36 @@ def test_a_patch_round_trips_through_get(manage_client: APIClient) -> None:
 
     # A zero attempt count turns the wait off; the stored enabled is untouched.
     assert manage_client.get(URL).json()[SECTION] == {
-        **expected, "maxAttempts": 0, "enabled": False,
-    }  # fmt: skip
+        **expected,
+        "maxAttempts": 0,
+        "enabled": False,
+    }
     assert ResilienceSettingsRow.objects.get().document == {
         SECTION: {"maxWaitMs": 30_000, "budgetMs": 45_000, "maxAttempts": 0}
     }
 
 
-# --- should_wait (§4.3, §4.4) ------------------------------------------------------------------
+# --- should_wait ------------------------------------------------------------------
 
-SETTINGS = ComboCooldownWaitSettings(max_wait_ms=10_000, max_attempts=3, budget_ms=30_000)
+WAIT = ComboCooldownWaitSettings(max_wait_ms=10_000, max_attempts=3, budget_ms=30_000)
 
 
 def test_the_reason_lists() -> None:
     assert ALLOWED_REASONS == {
-        "rate_limit", "rate_limited", "transient", "overloaded", "server_error", "circuit_open",
-    }  # fmt: skip
+        "rate_limit",
+        "rate_limited",
+        "transient",
+        "overloaded",
+        "server_error",
+        "circuit_open",
+    }
     assert DENIED_REASONS == {"quota_exhausted", "auth_error", "not_found", "not_found_local"}
     assert not ALLOWED_REASONS & DENIED_REASONS
 
 
 @pytest.mark.parametrize("reason", sorted(ALLOWED_REASONS))
 def test_an_allowed_reason_waits(reason: str) -> None:
-    assert should_wait(reason, 5_000, 0, 30_000, SETTINGS) == (True, 5_000)
+    assert should_wait(reason, 5_000, 0, 30_000, WAIT) == (True, 5_000)
 
 
 @pytest.mark.parametrize(
@@ -272,18 +275,25 @@ def test_an_allowed_reason_waits(reason: str) -> None:
     [*sorted(DENIED_REASONS), "", None, "unknown", "RATE_LIMIT", " rate_limit", "timeout"],
 )
 def test_a_denied_unknown_or_missing_reason_never_waits(reason: str | None) -> None:
-    assert should_wait(reason, 5_000, 0, 30_000, SETTINGS) == (False, 5_000)
+    assert should_wait(reason, 5_000, 0, 30_000, WAIT) == (False, 5_000)
 
 
 @pytest.mark.parametrize(
     ("wait_ms", "coerced"),
     [
-        (0, 0), (-1, 0), (-0.5, 0), (math.nan, 0), (math.inf, 0), (-math.inf, 0),
-        (0.2, 1), (1, 1), (2_500.5, 2_501),
+        (0, 0),
+        (-1, 0),
+        (-0.5, 0),
+        (math.nan, 0),
+        (math.inf, 0),
+        (-math.inf, 0),
+        (0.2, 1),
+        (1, 1),
+        (2_500.5, 2_501),
     ],
-)  # fmt: skip
+)
 def test_the_wait_is_coerced_and_returned_either_way(wait_ms: float, coerced: int) -> None:
-    waits, returned = should_wait("rate_limit", wait_ms, 0, 30_000, SETTINGS)
+    waits, returned = should_wait("rate_limit", wait_ms, 0, 30_000, WAIT)
     assert returned == coerced
     assert waits is (coerced > 0)
 
@@ -292,14 +302,14 @@ def test_the_wait_is_coerced_and_returned_either_way(wait_ms: float, coerced: in
     ("wait_ms", "waits"), [(9_999, True), (10_000, True), (10_001, False), (60_000, False)]
 )
 def test_a_wait_longer_than_max_wait_is_refused(wait_ms: int, waits: bool) -> None:
-    assert should_wait("transient", wait_ms, 0, 30_000, SETTINGS) == (waits, wait_ms)
+    assert should_wait("transient", wait_ms, 0, 30_000, WAIT) == (waits, wait_ms)
 
 
 @pytest.mark.parametrize(
     ("attempt", "waits"), [(0, True), (1, True), (2, True), (3, False), (9, False)]
 )
 def test_the_attempts_are_bounded(attempt: int, waits: bool) -> None:
-    assert should_wait("overloaded", 1_000, attempt, 30_000, SETTINGS)[0] is waits
+    assert should_wait("overloaded", 1_000, attempt, 30_000, WAIT)[0] is waits
 
 
 @pytest.mark.parametrize(
@@ -307,7 +317,7 @@ def test_the_attempts_are_bounded(attempt: int, waits: bool) -> None:
     [(30_000, True), (5_000, True), (4_999.9, False), (0, False), (-1, False), (math.nan, False)],
 )
 def test_the_budget_left_must_cover_the_wait(budget_left_ms: float, waits: bool) -> None:
-    assert should_wait("server_error", 5_000, 0, budget_left_ms, SETTINGS)[0] is waits
+    assert should_wait("server_error", 5_000, 0, budget_left_ms, WAIT)[0] is waits
 
 
 @pytest.mark.parametrize(
@@ -316,7 +326,7 @@ def test_the_budget_left_must_cover_the_wait(budget_left_ms: float, waits: bool)
         ComboCooldownWaitSettings(enabled=False),
         ComboCooldownWaitSettings(max_wait_ms=0),  # built by hand, not resolved: still no wait
         ComboCooldownWaitSettings(max_attempts=0),
-        resolve_settings({SECTION: {"maxAttempts": 0}}, NO_ENV).combo_cooldown_wait,
+        SETTINGS.resolve({SECTION: {"maxAttempts": 0}}, NO_ENV)[COMBO_COOLDOWN_WAIT],
     ],
 )
 def test_disabled_settings_never_wait(settings: ComboCooldownWaitSettings) -> None:
@@ -328,8 +338,8 @@ def test_disabled_settings_never_wait(settings: ComboCooldownWaitSettings) -> No
 
 
 def test_the_deny_list_wins_over_the_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
-    import resilience.domain.combo_cooldown_wait as module
+    import resilience.domain.attempts.cooldown_wait as module
 
     monkeypatch.setattr(module, "ALLOWED_REASONS", ALLOWED_REASONS | {"auth_error"})
-    assert should_wait("auth_error", 1_000, 0, 30_000, SETTINGS) == (False, 1_000)
-    assert should_wait("transient", 1_000, 0, 30_000, SETTINGS) == (True, 1_000)
+    assert should_wait("auth_error", 1_000, 0, 30_000, WAIT) == (False, 1_000)
+    assert should_wait("transient", 1_000, 0, 30_000, WAIT) == (True, 1_000)

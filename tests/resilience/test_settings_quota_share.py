@@ -1,4 +1,4 @@
-"""The ``quotaShareConcurrencyLimit`` section of the settings document (reference-part2 §3.3):
+"""The ``quotaShareConcurrencyLimit`` section of the settings document:
 default, lenient resolve, strict patches through the API."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from resilience.domain.quota_share_settings import QuotaShareSettings
-from resilience.domain.settings import ResilienceSettings, resolve_settings, to_document
+from omniroute.core.settings import SETTINGS
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
+from routing.domain.settings.quota_share import QuotaShareSettings
+from routing.domain.settings.sections import QUOTA_SHARE
 
 NO_ENV: dict[str, str] = {}
 URL = "/api/resilience"
@@ -18,33 +19,27 @@ SECTION = "quotaShareConcurrencyLimit"
 
 
 def test_on_by_default() -> None:
-    settings = resolve_settings({}, NO_ENV)
+    settings = SETTINGS.resolve({}, NO_ENV)
 
-    assert settings.quota_share == QuotaShareSettings(enabled=True) == QuotaShareSettings()
-    assert to_document(settings)[SECTION] == {"enabled": True}
+    assert settings[QUOTA_SHARE] == QuotaShareSettings(enabled=True) == QuotaShareSettings()
+    assert SETTINGS.render(settings)[SECTION] == {"enabled": True}
 
 
-def test_settings_built_without_the_section_get_its_default() -> None:
-    resolved = resolve_settings({}, NO_ENV)
-    settings = ResilienceSettings(
-        provider_breaker=resolved.provider_breaker,
-        provider_cooldown=resolved.provider_cooldown,
-        connection_cooldown=resolved.connection_cooldown,
-        model_lockout=resolved.model_lockout,
-    )
-    assert settings.quota_share == QuotaShareSettings()
+def test_a_document_without_the_section_gets_its_defaults() -> None:
+    resolved = SETTINGS.resolve({"modelLockout": {"maxBackoffSteps": 3}}, NO_ENV)
+    assert resolved[QUOTA_SHARE] == QuotaShareSettings()
 
 
 def test_a_stored_false_turns_it_off() -> None:
-    settings = resolve_settings({SECTION: {"enabled": False}}, NO_ENV)
+    settings = SETTINGS.resolve({SECTION: {"enabled": False}}, NO_ENV)
 
-    assert settings.quota_share.enabled is False
-    assert to_document(settings)[SECTION] == {"enabled": False}
+    assert settings[QUOTA_SHARE].enabled is False
+    assert SETTINGS.render(settings)[SECTION] == {"enabled": False}
 
 
 @pytest.mark.parametrize("garbage", ["false", 0, None, [], "off"])
 def test_stored_garbage_keeps_the_default(garbage: Any) -> None:
-    assert resolve_settings({SECTION: {"enabled": garbage}}, NO_ENV).quota_share.enabled is True
+    assert SETTINGS.resolve({SECTION: {"enabled": garbage}}, NO_ENV)[QUOTA_SHARE].enabled is True
 
 
 @pytest.mark.django_db

@@ -1,5 +1,5 @@
-"""The ``requestQueue`` section of the settings document (reference-part2 §5, decisions 10 and
-21): defaults, environment, lenient resolve, strict patches through the API, the admin page."""
+"""The ``requestQueue`` section of the settings document (docs/configuration.md):
+defaults, environment, lenient resolve, strict patches through the API, the admin page."""
 
 from __future__ import annotations
 
@@ -10,18 +10,12 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.settings import SETTINGS, SettingsError, flatten
 from resilience.admin.settings import field_name
 from resilience.domain.request_queue import RequestQueueSettings
-from resilience.domain.settings import (
-    ResilienceSettings,
-    SettingsError,
-    flatten,
-    resolve_settings,
-    to_document,
-    validate_patch,
-)
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
 from resilience.services import resilience_settings_document
+from routing.domain.settings.sections import REQUEST_QUEUE
 
 NO_ENV: dict[str, str] = {}
 URL = "/api/resilience"
@@ -37,12 +31,12 @@ DEFAULT_DOCUMENT = {
 
 
 def _queue(stored: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Any:
-    return resolve_settings({"requestQueue": stored or {}}, env or NO_ENV).request_queue
+    return SETTINGS.resolve({"requestQueue": stored or {}}, env or NO_ENV)[REQUEST_QUEUE]
 
 
 def _errors(patch: Any) -> dict[str, str]:
     try:
-        validate_patch(patch, to_document(resolve_settings({}, NO_ENV)))
+        SETTINGS.validate_patch(patch, SETTINGS.render(SETTINGS.resolve({}, NO_ENV)))
     except SettingsError as error:
         return error.errors
     return {}
@@ -52,10 +46,10 @@ def _errors(patch: Any) -> dict[str, str]:
 
 
 def test_the_defaults() -> None:
-    settings = resolve_settings({}, NO_ENV)
+    settings = SETTINGS.resolve({}, NO_ENV)
 
-    assert settings.request_queue == RequestQueueSettings(
-        auto_enable_api_key_providers=False,  # decision 21: on in the reference
+    assert settings[REQUEST_QUEUE] == RequestQueueSettings(
+        auto_enable_api_key_providers=False,  # off here: on in the reference
         requests_per_minute=100,
         min_time_between_requests_ms=200,
         concurrent_requests=10,
@@ -63,19 +57,15 @@ def test_the_defaults() -> None:
         max_wait_ms=15_000,
         max_queue_depth=0,
     )
-    assert settings.request_queue == RequestQueueSettings()  # the dataclass agrees with SCHEMA
-    assert to_document(settings)["requestQueue"] == DEFAULT_DOCUMENT
+    assert (
+        settings[REQUEST_QUEUE] == RequestQueueSettings()
+    )  # the dataclass agrees with SETTINGS.schema.fields
+    assert SETTINGS.render(settings)["requestQueue"] == DEFAULT_DOCUMENT
 
 
-def test_settings_built_without_the_section_get_its_defaults() -> None:
-    resolved = resolve_settings({}, NO_ENV)
-    settings = ResilienceSettings(
-        provider_breaker=resolved.provider_breaker,
-        provider_cooldown=resolved.provider_cooldown,
-        connection_cooldown=resolved.connection_cooldown,
-        model_lockout=resolved.model_lockout,
-    )
-    assert settings.request_queue == RequestQueueSettings()
+def test_a_document_without_the_section_gets_its_defaults() -> None:
+    resolved = SETTINGS.resolve({"modelLockout": {"maxBackoffSteps": 3}}, NO_ENV)
+    assert resolved[REQUEST_QUEUE] == RequestQueueSettings()
 
 
 def test_the_helpers() -> None:
@@ -102,11 +92,18 @@ def test_admission_against_the_queue_depth(depth: int, queued: int, admitted: bo
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("true", True), ("1", True), (" YES ", True), ("on", True),
-        ("false", False), ("0", False), ("No", False), ("off", False),
-        ("", False), ("maybe", False),
+        ("true", True),
+        ("1", True),
+        (" YES ", True),
+        ("on", True),
+        ("false", False),
+        ("0", False),
+        ("No", False),
+        ("off", False),
+        ("", False),
+        ("maybe", False),
     ],
-)  # fmt: skip
+)
 def test_auto_enable_is_seeded_by_env(raw: str, expected: bool) -> None:
     assert _queue(env={"RATE_LIMIT_AUTO_ENABLE": raw}).auto_enable_api_key_providers is expected
 
@@ -150,8 +147,10 @@ def test_a_stored_value_wins_over_env() -> None:
     }
     queue = _queue(stored, env)
     assert (queue.auto_enable_api_key_providers, queue.max_wait_ms, queue.max_queue_depth) == (
-        False, 2_000, 5,
-    )  # fmt: skip
+        False,
+        2_000,
+        5,
+    )
 
 
 # --- lenient resolve of a stored document ------------------------------------------------------
@@ -177,16 +176,14 @@ def test_a_stored_value_wins_over_env() -> None:
     ],
 )
 def test_stored_numbers_are_clamped(key: str, stored: Any, expected: int) -> None:
-    document = to_document(resolve_settings({"requestQueue": {key: stored}}, NO_ENV))
+    document = SETTINGS.render(SETTINGS.resolve({"requestQueue": {key: stored}}, NO_ENV))
     assert document["requestQueue"] == {**DEFAULT_DOCUMENT, key: expected}
 
 
 @pytest.mark.parametrize("garbage", ["soon", None, [], {}, True, "1_000"])
-@pytest.mark.parametrize(
-    "key", [k for k, v in DEFAULT_DOCUMENT.items() if not isinstance(v, bool)]
-)  # fmt: skip
+@pytest.mark.parametrize("key", [k for k, v in DEFAULT_DOCUMENT.items() if not isinstance(v, bool)])
 def test_stored_garbage_keeps_the_default(key: str, garbage: Any) -> None:
-    document = to_document(resolve_settings({"requestQueue": {key: garbage}}, NO_ENV))
+    document = SETTINGS.render(SETTINGS.resolve({"requestQueue": {key: garbage}}, NO_ENV))
     assert document["requestQueue"][key] == DEFAULT_DOCUMENT[key]
 
 
@@ -200,26 +197,26 @@ def test_a_stored_auto_enable_must_be_a_real_boolean(garbage: Any) -> None:
 
 
 def test_a_section_that_is_not_an_object_keeps_every_default() -> None:
-    settings = resolve_settings({"requestQueue": [1, 2]}, NO_ENV)
-    assert settings.request_queue == RequestQueueSettings()
+    settings = SETTINGS.resolve({"requestQueue": [1, 2]}, NO_ENV)
+    assert settings[REQUEST_QUEUE] == RequestQueueSettings()
 
 
 def test_the_document_round_trips() -> None:
     stored = {"requestQueue": {"autoEnableApiKeyProviders": True, "maxQueueDepth": 30}}
-    document = to_document(resolve_settings(stored, NO_ENV))
+    document = SETTINGS.render(SETTINGS.resolve(stored, NO_ENV))
 
     assert document["requestQueue"] == {
         **DEFAULT_DOCUMENT,
         "autoEnableApiKeyProviders": True,
         "maxQueueDepth": 30,
     }
-    assert resolve_settings(document, NO_ENV) == resolve_settings(stored, NO_ENV)
+    assert SETTINGS.resolve(document, NO_ENV) == SETTINGS.resolve(stored, NO_ENV)
 
 
 # --- strict patches ----------------------------------------------------------------------------
 
 REJECTED = [
-    ({"executionMaxWaitMs": 600_000}, "executionMaxWaitMs", "unknown key"),  # decision 10
+    ({"executionMaxWaitMs": 600_000}, "executionMaxWaitMs", "unknown key"),  # maxWaitMs covers it
     ({"maxWaitMs": 0}, "maxWaitMs", "must be between 1 and 30000"),
     ({"maxWaitMs": 30_001}, "maxWaitMs", "must be between 1 and 30000"),
     ({"maxWaitMs": "15000"}, "maxWaitMs", "must be an integer"),
@@ -228,12 +225,15 @@ REJECTED = [
     ({"maxQueueDepth": -1}, "maxQueueDepth", "must be between 0 and 100000"),
     ({"maxQueueDepth": True}, "maxQueueDepth", "must be an integer"),
     ({"requestsPerMinute": 0}, "requestsPerMinute", "must be between 1 and 1000000"),
-    ({"minTimeBetweenRequestsMs": 3_600_001}, "minTimeBetweenRequestsMs",
-     "must be between 0 and 3600000"),
+    (
+        {"minTimeBetweenRequestsMs": 3_600_001},
+        "minTimeBetweenRequestsMs",
+        "must be between 0 and 3600000",
+    ),
     ({"concurrentRequests": 10_001}, "concurrentRequests", "must be between 1 and 10000"),
     ({"globalConcurrentRequests": -1}, "globalConcurrentRequests", "must be between 0 and 100000"),
     ({"autoEnableApiKeyProviders": "yes"}, "autoEnableApiKeyProviders", "must be a boolean"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.django_db
@@ -269,9 +269,14 @@ def test_the_bounds_themselves_are_accepted() -> None:
         "maxWaitMs": 1,
         "maxQueueDepth": 0,
     }
-    high = {"requestsPerMinute": 1_000_000, "minTimeBetweenRequestsMs": 3_600_000,
-            "concurrentRequests": 10_000, "globalConcurrentRequests": 100_000,
-            "maxWaitMs": 30_000, "maxQueueDepth": 100_000}  # fmt: skip
+    high = {
+        "requestsPerMinute": 1_000_000,
+        "minTimeBetweenRequestsMs": 3_600_000,
+        "concurrentRequests": 10_000,
+        "globalConcurrentRequests": 100_000,
+        "maxWaitMs": 30_000,
+        "maxQueueDepth": 100_000,
+    }
     assert _errors({"requestQueue": low}) == {}
     assert _errors({"requestQueue": high}) == {}
 

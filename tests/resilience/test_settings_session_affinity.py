@@ -1,4 +1,4 @@
-"""The ``sessionAffinity`` section of the settings document (reference-part2 §1.3): off by
+"""The ``sessionAffinity`` section of the settings document: off by
 default, lenient resolve, strict patches through the API, and its help text on the admin page."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.settings import SETTINGS
 from resilience.admin.settings import field_name
-from resilience.domain.session_affinity_settings import TTL_HELP, SessionAffinitySettings
-from resilience.domain.settings import resolve_settings, to_document
 from resilience.models import ResilienceSettings as ResilienceSettingsRow
+from routing.domain.settings.sections import SESSION_AFFINITY
+from routing.domain.settings.session_affinity import TTL_HELP, SessionAffinitySettings
 
 NO_ENV: dict[str, str] = {}
 URL = "/api/resilience"
@@ -23,19 +24,19 @@ DAY_MS = 86_400_000
 
 
 def test_off_by_default() -> None:
-    settings = resolve_settings({}, NO_ENV)
+    settings = SETTINGS.resolve({}, NO_ENV)
 
-    assert settings.session_affinity == SessionAffinitySettings(ttl_ms=0)
-    assert not settings.session_affinity.enabled
-    assert to_document(settings)[SECTION] == {"ttlMs": 0}
+    assert settings[SESSION_AFFINITY] == SessionAffinitySettings(ttl_ms=0)
+    assert not settings[SESSION_AFFINITY].enabled
+    assert SETTINGS.render(settings)[SECTION] == {"ttlMs": 0}
 
 
 def test_a_stored_ttl_turns_it_on() -> None:
-    settings = resolve_settings({SECTION: {"ttlMs": 1_800_000}}, NO_ENV)
+    settings = SETTINGS.resolve({SECTION: {"ttlMs": 1_800_000}}, NO_ENV)
 
-    assert settings.session_affinity.enabled
-    assert settings.session_affinity.ttl_seconds == 1_800.0
-    assert to_document(settings)[SECTION] == {"ttlMs": 1_800_000}
+    assert settings[SESSION_AFFINITY].enabled
+    assert settings[SESSION_AFFINITY].ttl_seconds == 1_800.0
+    assert SETTINGS.render(settings)[SECTION] == {"ttlMs": 1_800_000}
 
 
 @pytest.mark.parametrize(
@@ -43,9 +44,9 @@ def test_a_stored_ttl_turns_it_on() -> None:
     [("60000", 60_000), (-5, 0), (DAY_MS * 2, DAY_MS), (None, 0), ("soon", 0), (True, 0)],
 )
 def test_stored_values_are_read_leniently(stored: Any, resolved: int) -> None:
-    settings = resolve_settings({SECTION: {"ttlMs": stored}}, NO_ENV)
+    settings = SETTINGS.resolve({SECTION: {"ttlMs": stored}}, NO_ENV)
 
-    assert settings.session_affinity.ttl_ms == resolved
+    assert settings[SESSION_AFFINITY].ttl_ms == resolved
 
 
 @pytest.mark.django_db

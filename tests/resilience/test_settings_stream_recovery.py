@@ -10,17 +10,12 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from omniroute.core.settings import SETTINGS, SettingsError, flatten
 from resilience.admin.settings import field_name
-from resilience.domain.settings import (
-    SettingsError,
-    flatten,
-    resolve_settings,
-    to_document,
-    validate_patch,
-)
-from resilience.domain.stream_recovery import StreamRecoverySettings, WatchdogSettings
+from resilience.domain.attempts.stream_recovery import StreamRecoverySettings, WatchdogSettings
 from resilience.models import ResilienceSettings
 from resilience.services import resilience_settings_document, resilience_settings_update
+from routing.domain.settings.sections import STREAM_RECOVERY
 from routing.selectors import config_snapshot_build
 
 NO_ENV: dict[str, str] = {}
@@ -30,7 +25,7 @@ WATCHDOG = "streamRecovery.throughputWatchdog"
 
 def _errors(patch: Any) -> dict[str, str]:
     try:
-        validate_patch(patch, to_document(resolve_settings({}, NO_ENV)))
+        SETTINGS.validate_patch(patch, SETTINGS.render(SETTINGS.resolve({}, NO_ENV)))
     except SettingsError as error:
         return error.errors
     return {}
@@ -40,11 +35,11 @@ def _errors(patch: Any) -> dict[str, str]:
 
 
 def test_the_defaults() -> None:
-    recovery = resolve_settings({}, NO_ENV).stream_recovery
+    recovery = SETTINGS.resolve({}, NO_ENV)[STREAM_RECOVERY]
 
     assert recovery == StreamRecoverySettings(
         enabled=False,
-        continue_mid_stream=True,  # decision 22: on here, off in the reference
+        continue_mid_stream=True,  # on here, off in the reference
         watchdog=WatchdogSettings(
             enabled=False,
             warmup_ms=30_000,
@@ -62,7 +57,7 @@ def test_the_defaults() -> None:
 )
 def test_switches_off_by_default_are_seeded_by_env(raw: str, expected: bool) -> None:
     env = {"STREAM_RECOVERY_ENABLED": raw, "STREAM_THROUGHPUT_WATCHDOG_ENABLED": raw}
-    recovery = resolve_settings({}, env).stream_recovery
+    recovery = SETTINGS.resolve({}, env)[STREAM_RECOVERY]
     assert (recovery.enabled, recovery.watchdog.enabled) == (expected, expected)
 
 
@@ -72,7 +67,7 @@ def test_switches_off_by_default_are_seeded_by_env(raw: str, expected: bool) -> 
 )
 def test_continue_mid_stream_is_turned_off_by_env(raw: str, expected: bool) -> None:
     env = {"STREAM_RECOVERY_MIDSTREAM_ENABLED": raw}
-    assert resolve_settings({}, env).stream_recovery.continue_mid_stream is expected
+    assert SETTINGS.resolve({}, env)[STREAM_RECOVERY].continue_mid_stream is expected
 
 
 def test_watchdog_numbers_are_seeded_by_env_and_clamped() -> None:
@@ -82,7 +77,7 @@ def test_watchdog_numbers_are_seeded_by_env_and_clamped() -> None:
         "STREAM_THROUGHPUT_WATCHDOG_MIN_BYTES_PER_SECOND": "64",
         "STREAM_THROUGHPUT_WATCHDOG_MIN_USEFUL_BYTES": "many",  # not a number: the default
     }
-    watchdog = resolve_settings({}, env).stream_recovery.watchdog
+    watchdog = SETTINGS.resolve({}, env)[STREAM_RECOVERY].watchdog
     assert watchdog == WatchdogSettings(
         warmup_ms=0, window_ms=1_000, min_useful_bytes_per_second=64, min_useful_bytes=1
     )
@@ -91,7 +86,7 @@ def test_watchdog_numbers_are_seeded_by_env_and_clamped() -> None:
 def test_a_stored_value_wins_over_env() -> None:
     stored = {"streamRecovery": {"enabled": False, "throughputWatchdog": {"windowMs": 10_000}}}
     env = {"STREAM_RECOVERY_ENABLED": "yes", "STREAM_THROUGHPUT_WATCHDOG_WINDOW_MS": "20000"}
-    recovery = resolve_settings(stored, env).stream_recovery
+    recovery = SETTINGS.resolve(stored, env)[STREAM_RECOVERY]
     assert (recovery.enabled, recovery.watchdog.window_ms) == (False, 10_000)
 
 
@@ -102,21 +97,39 @@ def test_a_stored_value_wins_over_env() -> None:
     ("patch", "field", "message"),
     [
         ({"streamRecovery": {"enabled": "yes"}}, "streamRecovery.enabled", "must be a boolean"),
-        ({"streamRecovery": {"continueMidStream": 1}}, "streamRecovery.continueMidStream",
-         "must be a boolean"),
-        ({"streamRecovery": {"throughputWatchdog": {"warmupMs": -1}}}, f"{WATCHDOG}.warmupMs",
-         "must be between 0 and 600000"),
-        ({"streamRecovery": {"throughputWatchdog": {"windowMs": 999}}}, f"{WATCHDOG}.windowMs",
-         "must be between 1000 and 600000"),
-        ({"streamRecovery": {"throughputWatchdog": {"minUsefulBytesPerSecond": 0}}},
-         f"{WATCHDOG}.minUsefulBytesPerSecond", "must be between 1 and 1000000"),
-        ({"streamRecovery": {"throughputWatchdog": {"minUsefulBytes": 1_000_001}}},
-         f"{WATCHDOG}.minUsefulBytes", "must be between 1 and 1000000"),
-        ({"streamRecovery": {"throughputWatchdog": {"ratio": 1}}}, f"{WATCHDOG}.ratio",
-         "unknown key"),
+        (
+            {"streamRecovery": {"continueMidStream": 1}},
+            "streamRecovery.continueMidStream",
+            "must be a boolean",
+        ),
+        (
+            {"streamRecovery": {"throughputWatchdog": {"warmupMs": -1}}},
+            f"{WATCHDOG}.warmupMs",
+            "must be between 0 and 600000",
+        ),
+        (
+            {"streamRecovery": {"throughputWatchdog": {"windowMs": 999}}},
+            f"{WATCHDOG}.windowMs",
+            "must be between 1000 and 600000",
+        ),
+        (
+            {"streamRecovery": {"throughputWatchdog": {"minUsefulBytesPerSecond": 0}}},
+            f"{WATCHDOG}.minUsefulBytesPerSecond",
+            "must be between 1 and 1000000",
+        ),
+        (
+            {"streamRecovery": {"throughputWatchdog": {"minUsefulBytes": 1_000_001}}},
+            f"{WATCHDOG}.minUsefulBytes",
+            "must be between 1 and 1000000",
+        ),
+        (
+            {"streamRecovery": {"throughputWatchdog": {"ratio": 1}}},
+            f"{WATCHDOG}.ratio",
+            "unknown key",
+        ),
         ({"streamRecovery": {"throughputWatchdog": True}}, WATCHDOG, "must be an object"),
     ],
-)  # fmt: skip
+)
 def test_out_of_range_patches_name_the_field(patch: Any, field: str, message: str) -> None:
     assert _errors(patch) == {field: message}
 
@@ -143,7 +156,7 @@ def test_the_document_round_trips() -> None:
             "throughputWatchdog": {"enabled": True, "warmupMs": 5_000, "minUsefulBytes": 16},
         }
     }
-    document = to_document(resolve_settings(stored, NO_ENV))
+    document = SETTINGS.render(SETTINGS.resolve(stored, NO_ENV))
 
     assert document["streamRecovery"] == {
         "enabled": True,
@@ -156,7 +169,7 @@ def test_the_document_round_trips() -> None:
             "minUsefulBytes": 16,
         },
     }
-    assert resolve_settings(document, NO_ENV) == resolve_settings(stored, NO_ENV)
+    assert SETTINGS.resolve(document, NO_ENV) == SETTINGS.resolve(stored, NO_ENV)
 
 
 # --- the API, the admin page and the snapshot --------------------------------------------------
@@ -172,8 +185,10 @@ def test_patch_through_the_api(manage_client: APIClient) -> None:
     assert response.status_code == 200, response.content
     watchdog = response.json()["streamRecovery"]["throughputWatchdog"]
     assert (watchdog["enabled"], watchdog["windowMs"], watchdog["warmupMs"]) == (
-        True, 10_000, 30_000,
-    )  # fmt: skip
+        True,
+        10_000,
+        30_000,
+    )
     assert ResilienceSettings.objects.get().document == patch
     assert manage_client.get(URL).json()["streamRecovery"]["continueMidStream"] is True
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.domain.tool_limit import tool_limit
+from resilience.domain.attempts.tool_limit import tool_limit
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Recovery follows the upstream (spec decision 25), pure: every self-set timer starts at
+"""Recovery follows the upstream, pure: every self-set timer starts at
 ``availability.transientCooldownBaseMs``, doubles with each consecutive failed probe up to
 ``transientCooldownCapMs``, and starts again from the base after a success."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from resilience.domain.availability import AvailabilitySettings, transient_cooldown_seconds
-from resilience.domain.classifier import Classification, Reason
+from resilience.domain.classify.classifier import Classification, Reason
 from resilience.domain.lockout import FailureState, Lock, decay, record_transient
 
 NOW = 1_700_000_000.0

@@ -1,10 +1,11 @@
-"""The provider cooldown window gate (reference-part1 §3): its arithmetic, then its state on
+"""The provider cooldown window gate: its arithmetic, then its state on
 every store backend with a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
+from omniroute.core.store import StateStore
 from resilience.domain.profiles import PROFILES, ProfileName
 from resilience.domain.window_gate import (
     WindowGatePolicy,
@@ -19,7 +20,6 @@ from resilience.services.window_gate import (
     window_gate_record_success,
     window_gate_remaining,
 )
-from resilience.store import StateStore
 from tests.resilience.conftest import FakeClock
 
 # API key: 15 failures within 30 min hold the provider for 10 min; connections 5 s … 300 s.

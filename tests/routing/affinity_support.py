@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from omniroute.core.store import StateStore
 from resilience.services import resilience_settings_update
-from resilience.store import StateStore
-from routing.domain.affinity import Pin, pin_hash
+from routing.domain.affinity.pins import Pin, pin_hash
 from routing.models import ClientApiKey, Provider
 from routing.services.affinity import pin_key
 from tests.routing.combo_support import KEYS
@@ -33,8 +33,10 @@ def set_ttl(ttl_ms: int = TTL_MS) -> None:
 
 def three_connections(acme: Provider) -> list[int]:
     """Connections a, b, c of ``acme`` (priority 10, 20, 30; secrets ``KEYS``), their ids."""
-    return [add_connection(acme, name, key, priority=10 * n)
-            for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)]  # fmt: skip
+    return [
+        add_connection(acme, name, key, priority=10 * n)
+        for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)
+    ]
 
 
 async def ask(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from routing.domain.auto_factors import AutoCandidate, AutoSignals, build_candidates
-from routing.domain.auto_request import RequestProfile
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.vocabulary import WireFormat
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
+from routing.strategies.auto.factors import AutoCandidate, AutoSignals, build_candidates
+from routing.strategies.auto.request import RequestProfile
 
 ALPHA = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)
 BETA = ProviderInfo("beta", "Beta", "api_key", "https://beta.test/v1", WireFormat.OPENAI)
@@ -19,9 +19,13 @@ def target(
     connection_id: int, step: int = 0, *, model: str = "m", provider: ProviderInfo = ALPHA
 ) -> Target:
     connection = ConnectionInfo(
-        id=connection_id, provider=provider.slug, name=f"{provider.slug}-{connection_id}",
-        priority=connection_id, base_url=provider.base_url, auth_type="api_key",
-    )  # fmt: skip
+        id=connection_id,
+        provider=provider.slug,
+        name=f"{provider.slug}-{connection_id}",
+        priority=connection_id,
+        base_url=provider.base_url,
+        auth_type="api_key",
+    )
     return Target(provider, connection, model, step)
 
 

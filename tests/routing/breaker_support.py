@@ -44,7 +44,7 @@ async def trip(
     """Open ``provider``'s breaker with 5xx from two pairs (models m1 and m2 in turn).
 
     A 5xx is pinned to its (connection, model) pair until another pair of the provider fails
-    within the window (decision 14): the first failure is not counted, each later one is, so
+    within the window: the first failure is not counted, each later one is, so
     THRESHOLD + 1 requests open the breaker.
     """
     for attempt in range(THRESHOLD + 1):

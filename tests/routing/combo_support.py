@@ -21,13 +21,20 @@ def combo_of(
 ) -> list[int]:
     """Three connections of ``acme`` (ids returned, by priority), one combo step each, with
     their ``weights`` and ``fallback_only_on_quota_exhaustion`` ``flags``."""
-    ids = [add_connection(acme, name, key, priority=10 * n)
-           for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)]  # fmt: skip
+    ids = [
+        add_connection(acme, name, key, priority=10 * n)
+        for n, (name, key) in enumerate(zip("abc", KEYS, strict=True), start=1)
+    ]
     targets = [
-        {"provider": acme, "model": "m1", "connection_id": cid, "weight": weight,
-         "fallback_only_on_quota_exhaustion": flag}
+        {
+            "provider": acme,
+            "model": "m1",
+            "connection_id": cid,
+            "weight": weight,
+            "fallback_only_on_quota_exhaustion": flag,
+        }
         for cid, weight, flag in zip(ids, weights, flags, strict=True)
-    ]  # fmt: skip
+    ]
     fields = {"name": "team", "strategy": strategy, "options": options or {}}
     combo_save(combo=Combo(), fields=fields, targets=targets)
     return ids

@@ -10,12 +10,13 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-import routing.attempts as routing_attempts
-from resilience import state as resilience_state
-from resilience.persistence import persistence_flush
+import routing.proxy.clock as proxy_clock
+import routing.proxy.shell as proxy_shell
+from omniroute.core import state as resilience_state
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore
 from resilience.services import resilience_settings_update
-from resilience.store import MemoryStore
-from routing.domain.vocabulary import Scope
+from routing.domain.config.vocabulary import Scope
 from routing.models import Provider, ProviderConnection
 from routing.services import api_key_create, connection_save
 from routing.snapshot import snapshot_clear
@@ -31,6 +32,7 @@ from tests.routing.harness import (
     PRIMARY,
     FakeClock,
     FakeUpstream,
+    FakeWriter,
     Gateway,
     add_connection,
     add_provider,
@@ -62,10 +64,16 @@ def seeded_provider(slug: str) -> Provider:
     row = next(row for row in SEED.CATALOG if row[0] == slug)
     full_text, honors_scope, egress, per_model = (bool(flag) for flag in row[5:9])
     return Provider.objects.create(
-        slug=slug, name=row[1], category=row[2], base_url=row[3], wire_format=row[4],
-        full_text_rules=full_text, honors_rule_scope=honors_scope,
-        egress_bucketed_lock=egress, per_model_quota=per_model,
-    )  # fmt: skip
+        slug=slug,
+        name=row[1],
+        category=row[2],
+        base_url=row[3],
+        wire_format=row[4],
+        full_text_rules=full_text,
+        honors_rule_scope=honors_scope,
+        egress_bucketed_lock=egress,
+        per_model_quota=per_model,
+    )
 
 
 @pytest.fixture
@@ -133,7 +141,7 @@ def clock() -> FakeClock:
 async def store(clock: FakeClock) -> AsyncIterator[MemoryStore]:
     """A fresh resilience store on the fake clock."""
     yield MemoryStore(clock=clock)
-    await persistence_flush()  # let the write-through finish before the database is flushed
+    await tasks.flush()  # let the write-through finish before the database is flushed
 
 
 @pytest.fixture
@@ -144,9 +152,9 @@ def policy_clock(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> FakeClock
     async def pause(seconds: float) -> None:
         clock.advance(seconds)
 
-    monkeypatch.setattr(routing_attempts, "now", clock)
-    monkeypatch.setattr(routing_attempts, "pause", pause)
-    monkeypatch.setattr(routing_attempts, "jitter", lambda: 0.0)
+    monkeypatch.setattr(proxy_clock, "now", clock)
+    monkeypatch.setattr(proxy_clock, "pause", pause)
+    monkeypatch.setattr(proxy_clock, "jitter", lambda: 0.0)
     return clock
 
 
@@ -220,3 +228,11 @@ def bravo_only(bravo: Provider) -> int:
 def thresholds(db: None) -> None:
     """API-key providers open at 3 failures, degrade at 2, stay open 30 s; no retries."""
     resilience_settings_update(patch=BREAKER_SETTINGS)
+
+
+@pytest.fixture
+def request_log(monkeypatch: pytest.MonkeyPatch) -> FakeWriter:
+    """The request log is on, its records kept by a fake writer."""
+    writer = FakeWriter()
+    monkeypatch.setattr(proxy_shell, "request_log_writer", lambda: writer)
+    return writer

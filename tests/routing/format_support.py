@@ -18,15 +18,15 @@ import httpx
 import orjson
 from channels.testing import ApplicationCommunicator
 
+from omniroute.core.store import MemoryStore
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_state_get
 from resilience.services.lockouts import lockout_record
-from resilience.store import MemoryStore
-from routing.consumers import RelayConsumer
-from routing.domain.endpoints import MESSAGES, RESPONSES, Endpoint
+from routing.domain.client.endpoints import MESSAGES, RESPONSES, Endpoint
 from routing.models import Provider
+from routing.proxy.consumers import RelayConsumer
+from routing.proxy.upstream.client import Upstream
 from routing.services import api_key_create
-from routing.upstream import Upstream
 from tests.routing.harness import (
     Behaviour,
     FakeClock,
@@ -84,10 +84,17 @@ def scope_of(
 ) -> dict[str, Any]:
     """An HTTP scope, ``url_route`` set as Channels' router sets it when ``url_kwargs``."""
     scope: dict[str, Any] = {
-        "type": "http", "http_version": "1.1", "method": method, "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"", "headers": list(headers),
-        "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-    }  # fmt: skip
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": list(headers),
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
     if url_kwargs is not None:
         scope["url_route"] = {"args": (), "kwargs": url_kwargs}
     return scope
@@ -168,9 +175,12 @@ def responses_request(model: str = ACME_MODEL, *, stream: bool = False, **fields
 def messages_request(model: str = CLAUDE_MODEL, *, stream: bool = False, **fields: Any) -> bytes:
     """A Messages request body; ``messages`` and ``max_tokens`` unless ``fields`` set them."""
     payload: dict[str, Any] = {
-        "model": model, "max_tokens": 64, "stream": stream,
-        "messages": [{"role": "user", "content": "Say hi"}], **fields,
-    }  # fmt: skip
+        "model": model,
+        "max_tokens": 64,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "Say hi"}],
+        **fields,
+    }
     return orjson.dumps({k: v for k, v in payload.items() if v is not None})
 
 
@@ -180,22 +190,36 @@ def messages_request(model: str = CLAUDE_MODEL, *, stream: bool = False, **field
 def response_object(ident: str = "resp_1", text: str = "Hi there.") -> dict[str, Any]:
     """A completed Responses answer."""
     content = [{"type": "output_text", "text": text, "annotations": []}]
-    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
-            "content": content}  # fmt: skip
+    item = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "completed",
+        "content": content,
+    }
     return {
-        "id": ident, "object": "response", "created_at": 1_700_000_000, "status": "completed",
-        "model": "m1", "output": [item],
+        "id": ident,
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": "completed",
+        "model": "m1",
+        "output": [item],
         "usage": {"input_tokens": 3, "output_tokens": 3, "total_tokens": 6},
-    }  # fmt: skip
+    }
 
 
 def message_object(ident: str = "msg_01", text: str = "Hi there.") -> dict[str, Any]:
     """A Messages answer."""
     return {
-        "id": ident, "type": "message", "role": "assistant", "model": "opus",
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-        "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 3},
-    }  # fmt: skip
+        "id": ident,
+        "type": "message",
+        "role": "assistant",
+        "model": "opus",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 3},
+    }
 
 
 def json_answer(payload: dict[str, Any], status: int = 200) -> Behaviour:
@@ -222,33 +246,57 @@ def named(name: str, payload: dict[str, Any]) -> bytes:
 
 
 def responses_events(
-    texts: Sequence[str] = TEXT, *, ident: str = "resp_1", completed: bool = True
+    texts: Sequence[str] = TEXT,
+    *,
+    ident: str = "resp_1",
+    completed: bool = True,
+    usage: dict[str, int] | None = None,
 ) -> list[bytes]:
     """A streamed Responses answer, one event per chunk: created, in progress, the item and
     its part, one delta per text, the done events and (unless not ``completed``)
-    ``response.completed``. Each event has its ``sequence_number``; there is no ``[DONE]``."""
-    response = {"id": ident, "object": "response", "status": "in_progress", "model": "m1",
-                "output": []}  # fmt: skip
-    item = {"id": "msg_1", "type": "message", "role": "assistant", "status": "in_progress",
-            "content": []}  # fmt: skip
+    ``response.completed``, with ``usage`` when given. Each event has its
+    ``sequence_number``; there is no ``[DONE]``."""
+    response = {
+        "id": ident,
+        "object": "response",
+        "status": "in_progress",
+        "model": "m1",
+        "output": [],
+    }
+    item = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": "in_progress",
+        "content": [],
+    }
     at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
     text = "".join(texts)
-    done_item = {**item, "status": "completed",
-                 "content": [{"type": "output_text", "text": text, "annotations": []}]}  # fmt: skip
+    done_item = {
+        **item,
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
     steps: list[tuple[str, dict[str, Any]]] = [
         ("response.created", {"response": response}),
         ("response.in_progress", {"response": response}),
         ("response.output_item.added", {"output_index": 0, "item": item}),
-        ("response.content_part.added",
-         {**at, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        (
+            "response.content_part.added",
+            {**at, "part": {"type": "output_text", "text": "", "annotations": []}},
+        ),
         *[("response.output_text.delta", {**at, "delta": delta}) for delta in texts],
         ("response.output_text.done", {**at, "text": text}),
-        ("response.content_part.done",
-         {**at, "part": {"type": "output_text", "text": text, "annotations": []}}),
+        (
+            "response.content_part.done",
+            {**at, "part": {"type": "output_text", "text": text, "annotations": []}},
+        ),
         ("response.output_item.done", {"output_index": 0, "item": done_item}),
-    ]  # fmt: skip
+    ]
     if completed:
-        finished = {**response, "status": "completed", "output": [done_item]}
+        finished: dict[str, Any] = {**response, "status": "completed", "output": [done_item]}
+        if usage is not None:
+            finished["usage"] = usage
         steps.append(("response.completed", {"response": finished}))
     return [
         named(name, {"type": name, "sequence_number": number, **fields})
@@ -267,20 +315,32 @@ def messages_events(
     start, a ping, one delta per text, its stop), ``message_delta`` with the stop reason and
     (unless not ``stop``) ``message_stop``."""
     message: dict[str, Any] = {
-        "id": ident, "type": "message", "role": "assistant", "model": "opus", "content": [],
-        "stop_reason": None, "stop_sequence": None,
+        "id": ident,
+        "type": "message",
+        "role": "assistant",
+        "model": "opus",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
         "usage": {"input_tokens": 3, "output_tokens": 1},
-    }  # fmt: skip
+    }
     steps: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"message": message}),
         ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
         ("ping", {}),
-        *[("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}})
-          for text in texts],
+        *[
+            ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}})
+            for text in texts
+        ],
         ("content_block_stop", {"index": 0}),
-        ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": 5}}),
-    ]  # fmt: skip
+        (
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 5},
+            },
+        ),
+    ]
     if stop:
         steps.append(("message_stop", {}))
     return [named(name, {"type": name, **fields}) for name, fields in steps]

@@ -30,9 +30,12 @@ def completion(text: str) -> dict[str, Any]:
     """A Chat Completions answer."""
     message = {"role": "assistant", "content": text}
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-    }  # fmt: skip
+    }
 
 
 def body_of(request: httpx.Request) -> dict[str, Any]:

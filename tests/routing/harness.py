@@ -19,15 +19,16 @@ import httpx
 import orjson
 from channels.testing import ApplicationCommunicator
 
-from resilience.domain.breaker import Breaker
+from omniroute.core.observability.requestlog.record import RequestRecord
+from omniroute.core.store import StateStore
+from resilience.domain.breaker.machine import Breaker
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.breakers import breaker_get
 from resilience.services.connections import connection_state_get
-from resilience.store import StateStore
-from routing.consumers import ChatCompletionsConsumer, ProxyConsumer
 from routing.models import Provider, ProviderConnection
+from routing.proxy.consumers import ChatCompletionsConsumer, ProxyConsumer
+from routing.proxy.upstream.client import Upstream
 from routing.services import connection_save, provider_save
-from routing.upstream import Upstream
 
 RECEIVE_TIMEOUT_SECONDS = 5
 CHAT_PATH = "/v1/chat/completions"
@@ -222,11 +223,17 @@ def communicator(
 ) -> Any:
     """An HTTP request to ``app`` authenticated by ``key``, its body still to send."""
     scope = {
-        "type": "http", "http_version": "1.1", "method": method, "scheme": "http",
-        "path": path, "raw_path": path.encode(), "query_string": b"",
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
         "headers": [(b"authorization", f"Bearer {key}".encode()), *extra_headers],
-        "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
-    }  # fmt: skip
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
     return ApplicationCommunicator(app, scope)
 
 
@@ -253,6 +260,17 @@ async def read_reply(comm: Any, seconds: float = RECEIVE_TIMEOUT_SECONDS) -> Rep
     await comm.wait(seconds)
     headers = {name.decode(): value.decode() for name, value in start["headers"]}
     return Reply(start["status"], headers, chunks)
+
+
+class FakeWriter:
+    """The request log's writer (the ``request_log`` fixture's), keeping what the consumer
+    submits."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+
+    def submit(self, record: RequestRecord) -> None:
+        self.records.append(record)
 
 
 @dataclass

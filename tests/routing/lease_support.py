@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from routing.domain.vocabulary import Scope
+from routing.domain.config.vocabulary import Scope
 from routing.models import ProviderConnection
 from routing.services import api_key_create
 

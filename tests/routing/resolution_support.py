@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from routing.domain.combo_options import DEFAULT_OPTIONS, ComboOptions
-from routing.domain.config import (
+from routing.domain.config.combo_options import DEFAULT_OPTIONS, ComboOptions
+from routing.domain.config.snapshot import (
     CatalogEntry,
     ComboInfo,
     ComboStep,
@@ -14,8 +14,8 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
-from routing.domain.planning import Target
-from routing.domain.vocabulary import WireFormat
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
 
 
 def provider(slug: str, wire_format: str = WireFormat.OPENAI) -> ProviderInfo:
@@ -25,17 +25,28 @@ def provider(slug: str, wire_format: str = WireFormat.OPENAI) -> ProviderInfo:
 def conn(id: int, provider: str, *served: str) -> ConnectionInfo:
     """Connection ``id`` of ``provider`` (priority ``id``), serving ``served`` (none: any)."""
     return ConnectionInfo(
-        id=id, provider=provider, name=f"{provider}-{id}", priority=id,
-        base_url=f"https://{provider}.test/v1", auth_type="api_key", served_models=served,
-    )  # fmt: skip
+        id=id,
+        provider=provider,
+        name=f"{provider}-{id}",
+        priority=id,
+        base_url=f"https://{provider}.test/v1",
+        auth_type="api_key",
+        served_models=served,
+    )
 
 
 def key(connections: Iterable[int] = ()) -> KeyInfo:
     return KeyInfo(
-        id=1, name="client", prefix="sk-omr-xxxxx", scopes=frozenset(), allowed_models=(),
-        allowed_connections=frozenset(connections), is_active=True, expires_at=None,
+        id=1,
+        name="client",
+        prefix="sk-omr-xxxxx",
+        scopes=frozenset(),
+        allowed_models=(),
+        allowed_connections=frozenset(connections),
+        is_active=True,
+        expires_at=None,
         revoked_at=None,
-    )  # fmt: skip
+    )
 
 
 def step(target: str, connection: int | None = None, weight: int = 1) -> ComboStep:
@@ -60,9 +71,12 @@ def entry(
 ) -> CatalogEntry:
     slug, _, model = label.partition("/")
     return CatalogEntry(
-        slug, model, context_window=context, supports_tools=tools,
+        slug,
+        model,
+        context_window=context,
+        supports_tools=tools,
         supports_structured_output=structured,
-    )  # fmt: skip
+    )
 
 
 def snapshot(

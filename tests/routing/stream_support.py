@@ -4,7 +4,7 @@ stall them, and readers of what the client received."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -70,6 +70,21 @@ def streaming(
     return behaviour
 
 
+def stopping_after(chunks: list[bytes], stop: Callable[[], None]) -> Behaviour:
+    """Stream ``chunks``; then ``stop`` (the process starts to stop) and send nothing more."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in chunks:
+            yield part
+        stop()
+        await asyncio.Event().wait()
+
+    async def behaviour(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=SSE, content=body())
+
+    return behaviour
+
+
 def pinging(chunks: list[bytes], every: float = 0.02) -> Behaviour:
     """Stream ``chunks``, then only the comment ``: ping`` every ``every`` seconds, for good."""
 
@@ -94,9 +109,10 @@ def cut_after(n: int, texts: list[str] = TEXT) -> Behaviour:
     return streaming(answer_chunks(texts)[: 1 + n], then=CUT)
 
 
-async def ask(gateway: Gateway, model: str = MODEL) -> Reply:
+async def ask(gateway: Gateway, model: str = MODEL, **extra: Any) -> Reply:
     comm = communicator(gateway.app, gateway.key)
     body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    body.update(extra)
     await send_body(comm, orjson.dumps(body))
     return await read_reply(comm, RECEIVE_TIMEOUT_SECONDS)
 

@@ -141,7 +141,7 @@ def test_clear_errors_action(staff_client: Client, connection: ProviderConnectio
         backoff_level=4,
     )
     changelist = staff_client.get(_url("providerconnection", "changelist")).content.decode()
-    assert re.search(r">4[12] s<", changelist)
+    assert ">banned</span>" in changelist  # a terminal state outranks its running cooldown
 
     response = staff_client.post(
         _url("providerconnection", "changelist"),
@@ -339,14 +339,9 @@ def test_combo_invalid_input_is_a_form_error(
     assert not Combo.objects.exists()
 
 
-@pytest.mark.parametrize("model", ["providerconnection", "clientapikey", "combo"])
-def test_changelists_have_no_n_plus_one(
-    staff_client: Client, provider: Provider, combo: Combo, model: str
-) -> None:
-    url = _url(model, "changelist")
-    with CaptureQueriesContext(db_connection) as few:
-        staff_client.get(url)
-    for index in range(3):
+def _add_rows(provider: Provider, names: range) -> None:
+    """One connection, one key allowed on it and one combo per name."""
+    for index in names:
         conn = connection_save(
             connection=ProviderConnection(), fields={"provider": provider, "name": f"n{index}"}
         )
@@ -357,7 +352,28 @@ def test_changelists_have_no_n_plus_one(
             targets=[{"provider": provider, "model": "m"}],
         )
 
+
+def _query_diff(few: CaptureQueriesContext, many: CaptureQueriesContext) -> str:
+    """The statements of both reads, so a failure names the query that appeared."""
+    lines = [f"- {q['sql'][:160]}" for q in few.captured_queries]
+    lines += [f"+ {q['sql'][:160]}" for q in many.captured_queries]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("model", ["providerconnection", "clientapikey", "combo"])
+def test_changelists_have_no_n_plus_one(
+    staff_client: Client, provider: Provider, combo: Combo, model: str
+) -> None:
+    url = _url(model, "changelist")
+    # One row of each first, and a page read before counting: the per-row paths and any
+    # one-time work of the process (a store restored from the database) run before `few`.
+    _add_rows(provider, range(1))
+    staff_client.get(url)
+    with CaptureQueriesContext(db_connection) as few:
+        staff_client.get(url)
+    _add_rows(provider, range(1, 4))
+
     with CaptureQueriesContext(db_connection) as many:
         staff_client.get(url)
 
-    assert len(many) == len(few)
+    assert len(many) == len(few), _query_diff(few, many)

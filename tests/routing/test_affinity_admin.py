@@ -12,9 +12,9 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from resilience.persistence import persistence_flush
-from resilience.store import MemoryStore
-from routing.domain.affinity import pin_hash
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore
+from routing.domain.affinity.pins import pin_hash
 from routing.models import Provider, SessionAffinityPin
 from routing.services.affinity import affinity_pin_answered, pin_key
 from tests.routing.harness import add_connection
@@ -35,10 +35,13 @@ def pins(acme: Provider, fresh_process_store: MemoryStore) -> list[str]:
     async def pin_all() -> None:
         for key_hash in hashes:
             await affinity_pin_answered(
-                store=fresh_process_store, provider="acme", key_hash=key_hash,
-                connection_id=connection, ttl_seconds=600,
-            )  # fmt: skip
-        await persistence_flush()
+                store=fresh_process_store,
+                provider="acme",
+                key_hash=key_hash,
+                connection_id=connection,
+                ttl_seconds=600,
+            )
+        await tasks.flush()
 
     async_to_sync(pin_all)()
     return hashes
@@ -55,7 +58,7 @@ def test_the_list_shows_pins_by_their_hash_only(staff_client: Client, pins: list
     assert response.status_code == 200
     assert all(key_hash[:12] in page for key_hash in pins)
     assert not any(session in page for session in SESSIONS)
-    assert "acme/primary" in page and "Clear all pins" in page
+    assert ">acme<" in page and ">primary<" in page and "Clear all pins" in page
     assert "Clear selected pins" in page
 
 

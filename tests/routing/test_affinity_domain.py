@@ -1,4 +1,4 @@
-"""Session affinity's pure rules (reference-part2 §1.4, §1.5): pins on an injected clock, the
+"""Session affinity's pure rules: pins on an injected clock, the
 least-recently-used choice, usage records, and where the chosen connection goes in a plan."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from routing.domain.affinity import (
+from routing.domain.affinity.pins import (
     OWNS_ORDERING,
     Pin,
     Usage,
@@ -22,9 +22,9 @@ from routing.domain.affinity import (
     with_first,
     write_due,
 )
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.vocabulary import Strategy, WireFormat
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import Strategy, WireFormat
+from routing.domain.plan.planning import Target
 
 NOW = 1_700_000_000.0
 TTL = 600.0
@@ -38,10 +38,13 @@ def target(
     connection_id: int, model: str = "m", step: int = 0, slug: str = "alpha", priority: int = 0
 ) -> Target:
     connection = ConnectionInfo(
-        id=connection_id, provider=slug, name=f"{slug}-{connection_id}",
-        priority=priority or connection_id, base_url=f"https://{slug}.test/v1",
+        id=connection_id,
+        provider=slug,
+        name=f"{slug}-{connection_id}",
+        priority=priority or connection_id,
+        base_url=f"https://{slug}.test/v1",
         auth_type="api_key",
-    )  # fmt: skip
+    )
     return Target(provider(slug), connection, model, step)
 
 
@@ -72,14 +75,17 @@ def test_a_pin_round_trips_through_its_record() -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        None, "pin", [], {},
+        None,
+        "pin",
+        [],
+        {},
         {"connectionId": "3", "createdAt": NOW, "lastUsedAt": NOW, "expiresAt": NOW},
         {"connectionId": True, "createdAt": NOW, "lastUsedAt": NOW, "expiresAt": NOW},
         {"connectionId": 3, "createdAt": NOW, "lastUsedAt": NOW},
         {"connectionId": 3, "createdAt": "now", "lastUsedAt": NOW, "expiresAt": NOW},
         {"connectionId": 3, "createdAt": NOW, "lastUsedAt": NOW, "expiresAt": float("inf")},
     ],
-)  # fmt: skip
+)
 def test_a_malformed_record_is_no_pin(raw: object) -> None:
     assert Pin.from_dict(raw) is None
     assert live_pin(raw, NOW, TTL) is None
@@ -132,7 +138,7 @@ def test_the_durable_copy_is_written_when_made_moved_or_due(
     assert write_due(before, after, NOW, 60.0) is due
 
 
-# --- the least-recently-used choice (§1.5) -----------------------------------------------------
+# --- the least-recently-used choice -----------------------------------------------------
 
 NEVER: dict[int, Usage] = {}
 
@@ -187,8 +193,11 @@ def test_malformed_usage_entries_are_left_out(raw: object) -> None:
 def test_a_single_model_plan_puts_the_chosen_connection_first() -> None:
     plan = [target(1), target(2), target(3)]
 
-    assert ids(with_first(plan, "alpha", 3)) == [("alpha", 3, "m"), ("alpha", 1, "m"),
-                                                 ("alpha", 2, "m")]  # fmt: skip
+    assert ids(with_first(plan, "alpha", 3)) == [
+        ("alpha", 3, "m"),
+        ("alpha", 1, "m"),
+        ("alpha", 2, "m"),
+    ]
     assert with_first(plan, "alpha", 1) == tuple(plan)
     assert with_first(plan, "alpha", 9) == tuple(plan)  # not in the plan: nothing moves
     assert with_first(plan, "beta", 3) == tuple(plan)
@@ -197,16 +206,22 @@ def test_a_single_model_plan_puts_the_chosen_connection_first() -> None:
 def test_targets_never_cross_steps() -> None:
     # A priority combo: step 0 (alpha, two connections), step 1 (beta), step 2 (alpha/n, two).
     plan = [
-        target(1, step=0), target(2, step=0), target(7, step=1, slug="beta"),
-        target(1, "n", step=2), target(2, "n", step=2),
-    ]  # fmt: skip
+        target(1, step=0),
+        target(2, step=0),
+        target(7, step=1, slug="beta"),
+        target(1, "n", step=2),
+        target(2, "n", step=2),
+    ]
 
     ordered = with_first(plan, "alpha", 2)
 
     assert ids(ordered) == [
-        ("alpha", 2, "m"), ("alpha", 1, "m"), ("beta", 7, "m"), ("alpha", 2, "n"),
+        ("alpha", 2, "m"),
+        ("alpha", 1, "m"),
+        ("beta", 7, "m"),
+        ("alpha", 2, "n"),
         ("alpha", 1, "n"),
-    ]  # fmt: skip
+    ]
     assert [t.step for t in ordered] == [0, 0, 1, 2, 2]
 
 
@@ -214,8 +229,11 @@ def test_a_shuffled_step_keeps_the_positions_it_holds() -> None:
     plan = [target(1), target(7, slug="beta", step=1), target(2), target(3)]
 
     assert ids(with_first(plan, "alpha", 3)) == [
-        ("alpha", 3, "m"), ("beta", 7, "m"), ("alpha", 1, "m"), ("alpha", 2, "m"),
-    ]  # fmt: skip
+        ("alpha", 3, "m"),
+        ("beta", 7, "m"),
+        ("alpha", 1, "m"),
+        ("alpha", 2, "m"),
+    ]
 
 
 def test_each_provider_lists_its_connections_once_in_plan_order() -> None:
@@ -226,7 +244,15 @@ def test_each_provider_lists_its_connections_once_in_plan_order() -> None:
 
 def test_the_strategies_that_own_their_order_are_left_alone() -> None:
     assert {str(s) for s in OWNS_ORDERING} == {
-        "cache-optimized", "quota-share", "round-robin", "strict-random", "fusion", "pipeline",
-        "reset-aware", "headroom", "reset-window", "auto",
-    }  # fmt: skip
+        "cache-optimized",
+        "quota-share",
+        "round-robin",
+        "strict-random",
+        "fusion",
+        "pipeline",
+        "reset-aware",
+        "headroom",
+        "reset-window",
+        "auto",
+    }
     assert Strategy.PRIORITY not in OWNS_ORDERING and Strategy.WEIGHTED not in OWNS_ORDERING

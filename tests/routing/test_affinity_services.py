@@ -1,4 +1,4 @@
-"""Session-affinity pins and usage on both state-store backends (reference-part2 §1.4, §1.5):
+"""Session-affinity pins and usage on both state-store backends:
 the least-recently-used choice (atomic, also for sessions starting at once), pins that slide,
 move and are evicted, their rows written in the background, restored and swept."""
 
@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from resilience.persistence import persistence_flush
-from resilience.store import MemoryStore, StateStore
-from routing.domain.affinity import Pin, Usage, pin_hash, usage_from_json
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore, StateStore
+from routing.domain.affinity.pins import Pin, Usage, pin_hash, usage_from_json
 from routing.models import Provider, SessionAffinityPin
 from routing.services.affinity import (
     affinity_choose,
@@ -24,8 +24,8 @@ from routing.services.affinity import (
     pin_key,
     usage_key,
 )
+from tests.core.store.support import CLOCK_START, redis_store_on_prefix
 from tests.resilience.conftest import FakeClock
-from tests.resilience.store.support import CLOCK_START, redis_store_on_prefix
 from tests.routing.harness import add_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,14 +46,16 @@ async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterat
     else:
         async with redis_store_on_prefix(clock) as redis_store:
             yield redis_store
-    await persistence_flush()
+    await tasks.flush()
 
 
 @pytest.fixture
 def abc(acme: Provider) -> list[tuple[int, int]]:
     """Three connections of ``acme`` as candidates: (id, priority), by priority."""
-    return [(add_connection(acme, name, f"sk-{name}", priority=p), p)
-            for name, p in (("a", 10), ("b", 20), ("c", 30))]  # fmt: skip
+    return [
+        (add_connection(acme, name, f"sk-{name}", priority=p), p)
+        for name, p in (("a", 10), ("b", 20), ("c", 30))
+    ]
 
 
 async def choose(
@@ -78,7 +80,7 @@ async def stored_connection(store: StateStore) -> int | None:
 
 
 async def row() -> SessionAffinityPin | None:
-    await persistence_flush()
+    await tasks.flush()
     return await SessionAffinityPin.objects.filter(provider_id="acme", key_hash=HASH).afirst()
 
 
@@ -209,7 +211,7 @@ async def test_pins_are_restored_into_an_empty_store(
 ) -> None:
     b = abc[1][0]
     await answered(store, b)
-    await persistence_flush()
+    await tasks.flush()
     await store.clear_prefix("")  # the store lost everything; the table did not
     clock.advance(10)
 
@@ -227,7 +229,7 @@ async def test_restore_keeps_a_live_record_unless_told_to_overwrite(
 ) -> None:
     a, b = abc[0][0], abc[1][0]
     await answered(store, a)
-    await persistence_flush()
+    await tasks.flush()
     clock.advance(1)
     await store.set(pin_key("acme", HASH), Pin(b, clock(), clock(), clock() + TTL).to_dict())
 
@@ -241,7 +243,7 @@ async def test_lapsed_rows_are_neither_restored_nor_kept(
     store: StateStore, clock: FakeClock, abc: list[tuple[int, int]]
 ) -> None:
     await answered(store, abc[0][0])
-    await persistence_flush()
+    await tasks.flush()
     await store.clear_prefix("")
     clock.advance(TTL)
 

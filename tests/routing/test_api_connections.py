@@ -34,7 +34,9 @@ def test_provider_crud(manage_client: APIClient) -> None:
     assert created.status_code == 201, created.content
     assert created.json()["wire_format"] == "openai"
 
-    assert "acme" in [p["slug"] for p in manage_client.get("/api/providers/").json()]
+    assert "acme" in [
+        p["slug"] for p in manage_client.get("/api/providers/?limit=500").json()["results"]
+    ]
     patched = manage_client.patch("/api/providers/acme/", {"per_model_quota": True}, format="json")
     assert patched.json()["per_model_quota"] is True
     put = manage_client.put("/api/providers/acme/", {**payload, "name": "Acme 2"}, format="json")
@@ -118,8 +120,8 @@ def test_connection_delete(manage_client: APIClient, connection: ProviderConnect
 def test_connections_filter_by_provider(
     manage_client: APIClient, connection: ProviderConnection
 ) -> None:
-    mine = manage_client.get("/api/connections/?provider=mock").json()
-    others = manage_client.get("/api/connections/?provider=openai").json()
+    mine = manage_client.get("/api/connections/?provider=mock").json()["results"]
+    others = manage_client.get("/api/connections/?provider=openai").json()["results"]
     assert [c["id"] for c in mine] == [connection.pk]
     assert others == []
 

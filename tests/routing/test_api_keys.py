@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from routing.domain.keys import hash_key
+from routing.domain.config.keys import hash_key
 from routing.models import ClientApiKey, ProviderConnection
 from routing.services import api_key_create
 from tests.routing.api_support import assert_no_leak, error_fields

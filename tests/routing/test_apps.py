@@ -5,18 +5,18 @@ from __future__ import annotations
 import pytest
 from pytest_django import DjangoAssertNumQueries
 
-from resilience.services import housekeeping, lockout_operations
+from resilience.hooks import hooks
 from routing.models import ProviderConnection
 from routing.selectors import connection_names
 from routing.services.expired import expired_recheck_pass_now
 
 
 def test_the_expired_recheck_pass_is_registered_with_the_housekeeping() -> None:
-    assert housekeeping._expired_recheck.run is expired_recheck_pass_now
+    assert hooks().expired_recheck is expired_recheck_pass_now
 
 
 def test_connection_names_are_registered_for_the_lockout_pages() -> None:
-    assert lockout_operations._lookups.names is connection_names
+    assert hooks().connection_names is connection_names
 
 
 @pytest.mark.django_db

@@ -1,4 +1,4 @@
-"""The ``auto`` strategy's exclusion records (reference-part2 §7.2 item 14, spec decision 16):
+"""The ``auto`` strategy's exclusion records:
 a score below 0.2 excludes, progressively longer on repeats, never past the cap on self-set
 timers; an expired exclusion waits for new evidence before it excludes again."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from routing.domain.auto_exclusion import (
+from routing.strategies.auto.exclusion import (
     ExclusionPolicy,
     ExclusionRecord,
     after_score,
@@ -64,7 +64,7 @@ def test_an_expired_exclusion_is_cleared_by_a_fine_score() -> None:
 
 def test_an_expired_exclusion_waits_for_a_probe_before_excluding_again() -> None:
     """Nothing changed while the target was out: the same evidence must not exclude it again,
-    or it could never come back (decision 16's probe)."""
+    or it could never come back (it waits for a probe)."""
     record = ExclusionRecord(NOW + 300, 0, 7)
     assert after_score(record, POOR, 7, NOW + 400, REFERENCE) is record
     assert not is_excluded(record, NOW + 400)
@@ -101,9 +101,18 @@ def test_the_threshold_is_a_parameter() -> None:
 
 @pytest.mark.parametrize(
     "stored",
-    [None, "x", 3, {}, {"until": "soon"}, {"until": True}, {"until": 1.0, "level": -1},
-     {"until": float("nan")}, {"until": 1.0, "evidence": 2.5}],
-)  # fmt: skip
+    [
+        None,
+        "x",
+        3,
+        {},
+        {"until": "soon"},
+        {"until": True},
+        {"until": 1.0, "level": -1},
+        {"until": float("nan")},
+        {"until": 1.0, "evidence": 2.5},
+    ],
+)
 def test_garbage_in_the_store_is_no_record(stored: object) -> None:
     assert ExclusionRecord.from_dict(stored) is None
 

@@ -1,4 +1,4 @@
-"""The ``auto`` strategy's 15 factors, each from its raw inputs (reference-part2 §7.2 item 14):
+"""The ``auto`` strategy's 15 factors, each from its raw inputs:
 every factor in 0..1, neutral when unknown, and relative to the pool where it says so."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from resilience.domain.breaker_state import BreakerState
-from routing.domain.auto_factors import (
+from resilience.domain.breaker.state import BreakerState
+from routing.strategies.auto.factors import (
     FACTOR_KEYS,
     UNKNOWN,
     Factors,
@@ -23,7 +23,7 @@ from routing.domain.auto_factors import (
     task_fit_factor,
     tier_priority_factor,
 )
-from routing.domain.auto_request import RequestProfile
+from routing.strategies.auto.request import RequestProfile
 from tests.routing.auto_support import BETA, candidates, signals
 
 
@@ -36,10 +36,22 @@ def factors_of(
 
 def test_the_fifteen_factors_are_named_as_the_weights() -> None:
     assert FACTOR_KEYS == (
-        "quota", "health", "costInv", "latencyInv", "taskFit", "stability", "tierPriority",
-        "tierAffinity", "specificityMatch", "contextAffinity", "sessionAvailability",
-        "connectionDensity", "cacheAffinity", "resetWindowAffinity", "quality",
-    )  # fmt: skip
+        "quota",
+        "health",
+        "costInv",
+        "latencyInv",
+        "taskFit",
+        "stability",
+        "tierPriority",
+        "tierAffinity",
+        "specificityMatch",
+        "contextAffinity",
+        "sessionAvailability",
+        "connectionDensity",
+        "cacheAffinity",
+        "resetWindowAffinity",
+        "quality",
+    )
 
 
 @pytest.mark.parametrize(
@@ -166,9 +178,15 @@ def test_specificity_prefers_a_step_that_names_the_connection() -> None:
 
 @pytest.mark.parametrize(
     ("needed", "window", "expected"),
-    [(100, None, UNKNOWN), (100, 1000, 1.0), (500, 1000, 1.0), (750, 1000, 0.625),
-     (1000, 1000, 0.25), (1001, 1000, 0.0)],
-)  # fmt: skip
+    [
+        (100, None, UNKNOWN),
+        (100, 1000, 1.0),
+        (500, 1000, 1.0),
+        (750, 1000, 0.625),
+        (1000, 1000, 0.25),
+        (1001, 1000, 0.0),
+    ],
+)
 def test_context_affinity_is_the_window_room(
     needed: int, window: int | None, expected: float
 ) -> None:
@@ -220,9 +238,17 @@ def test_quality_is_the_known_score_clamped() -> None:
 
 def test_every_factor_stays_in_0_1_for_extreme_inputs() -> None:
     extreme = {
-        "requests": 5, "successes": 9, "mean_latency_ms": 0.0, "p95_latency_ms": 0.0,
-        "quota_used": -3.0, "quota_reset_in_seconds": -10.0, "input_price": -1.0,
-        "context_window": 1, "in_flight": -2, "max_concurrent": 1, "quality": -1.0,
-    }  # fmt: skip
+        "requests": 5,
+        "successes": 9,
+        "mean_latency_ms": 0.0,
+        "p95_latency_ms": 0.0,
+        "quota_used": -3.0,
+        "quota_reset_in_seconds": -10.0,
+        "input_price": -1.0,
+        "context_window": 1,
+        "in_flight": -2,
+        "max_concurrent": 1,
+        "quality": -1.0,
+    }
     for factors in factors_of(extreme, {}, request=RequestProfile(10**9, 10**9, tools=999)):
         assert all(0.0 <= v <= 1.0 for v in factors.by_key().values()), factors

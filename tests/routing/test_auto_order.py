@@ -1,4 +1,4 @@
-"""``auto_order`` (reference-part2 §7.2 item 14): exploration at its rate and never in incident
+"""``auto_order``: exploration at its rate and never in incident
 mode, exclusions of poor targets that never leave a request without one, open breakers, and
 the client's budget with its strict 402."""
 
@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from resilience.domain.breaker_state import BreakerState
-from routing.domain.auto_exclusion import ExclusionPolicy, ExclusionRecord
-from routing.domain.auto_factors import AutoSignals
-from routing.domain.auto_request import AutoMode, Budget, RequestProfile
-from routing.domain.auto_scoring import (
+from resilience.domain.breaker.state import BreakerState
+from routing.domain.client.errors import GatewayError
+from routing.strategies.auto.exclusion import ExclusionPolicy, ExclusionRecord
+from routing.strategies.auto.factors import AutoSignals
+from routing.strategies.auto.request import AutoMode, Budget, RequestProfile
+from routing.strategies.auto.scoring import (
     CIRCUIT_OPEN,
     LOW_SCORE,
     OVER_BUDGET,
@@ -23,11 +24,10 @@ from routing.domain.auto_scoring import (
     explore,
     incident_mode,
 )
-from routing.domain.errors import GatewayError
 from tests.routing.auto_support import Fixed, Scripted, candidates, ids, signals, target
 
 NOW = 1_700_000_000.0
-POLICY = ExclusionPolicy(base_seconds=30, max_seconds=30)  # as capped by decision 16's default
+POLICY = ExclusionPolicy(base_seconds=30, max_seconds=30)  # capped at the default transient cap
 REQUEST = RequestProfile(input_tokens=1_000, max_output_tokens=1_000)  # 2 000 tokens
 DRAWS = 10_000
 
@@ -41,10 +41,23 @@ def healthy(cid: int, **raw: Any) -> AutoSignals:
 def poor(cid: int, **raw: Any) -> AutoSignals:
     """A target that scores far below 0.2: failing, half-open, out of quota, too small, busy."""
     return signals(
-        cid, 4, steps=5, requests=50, successes=0, breaker=BreakerState.HALF_OPEN,
-        quota_used=1.0, context_window=100, in_flight=2, max_concurrent=2, cache_warm=False,
-        quality=0.0, model="poor", input_price=100.0, mean_latency_ms=60_000.0, **raw,
-    )  # fmt: skip
+        cid,
+        4,
+        steps=5,
+        requests=50,
+        successes=0,
+        breaker=BreakerState.HALF_OPEN,
+        quota_used=1.0,
+        context_window=100,
+        in_flight=2,
+        max_concurrent=2,
+        cache_warm=False,
+        quality=0.0,
+        model="poor",
+        input_price=100.0,
+        mean_latency_ms=60_000.0,
+        **raw,
+    )
 
 
 FOUR = candidates([healthy(1), healthy(2), healthy(3), healthy(4)], REQUEST)
@@ -81,8 +94,9 @@ def test_explore_draws_once_to_decide_and_once_to_pick() -> None:
     targets = [target(i) for i in (1, 2, 3, 4)]
     assert explore(targets, Scripted([0.05]), 0.05) == (tuple(targets), False)
     assert explore(targets, Scripted([0.0499, 0.0]), 0.05) == (
-        (targets[1], targets[0], targets[2], targets[3]), True,
-    )  # fmt: skip
+        (targets[1], targets[0], targets[2], targets[3]),
+        True,
+    )
     assert explore(targets, Scripted([0.0, 0.9999]), 0.05)[0][0] == targets[3]
     one = Scripted([])
     assert explore(targets[:1], one, 1.0) == ((targets[0],), False)
@@ -166,9 +180,13 @@ def test_a_failed_probe_excludes_again_at_the_next_level() -> None:
     expired = ExclusionRecord(NOW - 1, 0, 49)  # one more request since: the probe failed
     policy = ExclusionPolicy(base_seconds=30, max_seconds=120)
     decision = auto_order(
-        candidates([healthy(1), poor(2, exclusion=expired)], REQUEST), None, AutoMode.SCORE,
-        Fixed(), now=NOW, policy=policy,
-    )  # fmt: skip
+        candidates([healthy(1), poor(2, exclusion=expired)], REQUEST),
+        None,
+        AutoMode.SCORE,
+        Fixed(),
+        now=NOW,
+        policy=policy,
+    )
     assert decision.records == {"2:poor": ExclusionRecord(NOW + 60, 1, 50)}
 
 

@@ -1,4 +1,4 @@
-"""What a client asks of ``auto`` (reference-part2 §7.2 item 14): the X-OmniRoute-Mode,
+"""What a client asks of ``auto``: the X-OmniRoute-Mode,
 X-OmniRoute-Budget and X-OmniRoute-Budget-Fallback headers, refused with a clear 400 when
 malformed, and the request's estimated size and cost."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from routing.domain.auto_request import (
+from routing.domain.client.errors import GatewayError
+from routing.strategies.auto.request import (
     DEFAULT_OUTPUT_TOKENS,
     AutoMode,
     AutoOptions,
@@ -19,7 +20,6 @@ from routing.domain.auto_request import (
     parse_auto_headers,
     request_profile,
 )
-from routing.domain.errors import GatewayError
 
 
 def test_no_header_asks_nothing() -> None:
@@ -29,12 +29,19 @@ def test_no_header_asks_nothing() -> None:
 @pytest.mark.parametrize(
     ("value", "mode"),
     [
-        ("rules", AutoMode.RULES), ("score", AutoMode.SCORE), ("smart", AutoMode.SMART),
-        ("cost", AutoMode.COST), ("eco", AutoMode.COST), ("latency", AutoMode.LATENCY),
-        ("fast", AutoMode.LATENCY), ("sla", AutoMode.SLA), ("sla-aware", AutoMode.SLA),
-        ("lkgp", AutoMode.LKGP), (" Fast ", AutoMode.LATENCY),
+        ("rules", AutoMode.RULES),
+        ("score", AutoMode.SCORE),
+        ("smart", AutoMode.SMART),
+        ("cost", AutoMode.COST),
+        ("eco", AutoMode.COST),
+        ("latency", AutoMode.LATENCY),
+        ("fast", AutoMode.LATENCY),
+        ("sla", AutoMode.SLA),
+        ("sla-aware", AutoMode.SLA),
+        ("lkgp", AutoMode.LKGP),
+        (" Fast ", AutoMode.LATENCY),
     ],
-)  # fmt: skip
+)
 def test_the_mode_header_names_a_mode_or_an_alias(value: str, mode: AutoMode) -> None:
     assert parse_auto_headers({"X-OmniRoute-Mode": value}).mode is mode
 
@@ -56,10 +63,11 @@ def test_header_names_are_case_insensitive() -> None:
         ({"X-OmniRoute-Budget": ""}, "invalid_budget", "X-OmniRoute-Budget"),
         (
             {"X-OmniRoute-Budget": "1", "X-OmniRoute-Budget-Fallback": "lenient"},
-            "invalid_budget_fallback", "X-OmniRoute-Budget-Fallback",
+            "invalid_budget_fallback",
+            "X-OmniRoute-Budget-Fallback",
         ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_header_is_a_400_that_names_it(
     headers: dict[str, str], code: str, named: str
 ) -> None:
@@ -101,11 +109,15 @@ def test_the_input_is_estimated_at_four_characters_a_token() -> None:
 @pytest.mark.parametrize(
     ("payload", "cap"),
     [
-        ({"max_tokens": 300}, 300), ({"max_completion_tokens": 200}, 200),
-        ({"max_output_tokens": 100}, 100), ({"max_tokens": 0}, None), ({"max_tokens": True}, None),
-        ({"max_tokens": "9"}, None), ({}, None),
+        ({"max_tokens": 300}, 300),
+        ({"max_completion_tokens": 200}, 200),
+        ({"max_output_tokens": 100}, 100),
+        ({"max_tokens": 0}, None),
+        ({"max_tokens": True}, None),
+        ({"max_tokens": "9"}, None),
+        ({}, None),
     ],
-)  # fmt: skip
+)
 def test_the_output_cap_is_read_from_the_request(
     payload: dict[str, object], cap: int | None
 ) -> None:

@@ -1,4 +1,4 @@
-"""The ``auto`` strategy's weights and router modes (reference-part2 §7.2 item 14): the
+"""The ``auto`` strategy's weights and router modes: the
 reference's weights summing to 1, custom weights renormalised, mode packs replacing them, and
 each mode's order on one fixed set of candidates."""
 
@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from routing.domain.auto_factors import FACTOR_KEYS, AutoCandidate, Factors
-from routing.domain.auto_request import AutoMode, RequestProfile
-from routing.domain.auto_scoring import (
+from routing.strategies.auto.factors import FACTOR_KEYS, AutoCandidate, Factors
+from routing.strategies.auto.request import AutoMode, RequestProfile
+from routing.strategies.auto.scoring import (
     DEFAULT_WEIGHTS,
     MODE_PACKS,
     LastKnownGood,
@@ -31,24 +31,61 @@ from tests.routing.auto_support import BETA, candidates, ids, signals, target
 REQUEST = RequestProfile(input_tokens=1_000, max_output_tokens=1_000)
 # One fixed pool: A healthy, slow and dear; B cheap, middling, 10 % errors; C fast with 20 %
 # errors; D unknown (no request yet, no price).
-A = signals(1, 0, steps=4, requests=100, successes=99, mean_latency_ms=2000.0,
-            p95_latency_ms=4000.0, input_price=10.0, output_price=30.0)  # fmt: skip
-B = signals(2, 1, steps=4, requests=100, successes=90, mean_latency_ms=800.0,
-            p95_latency_ms=1200.0, input_price=0.5, output_price=1.5)  # fmt: skip
-C = signals(3, 2, steps=4, requests=100, successes=80, mean_latency_ms=150.0,
-            p95_latency_ms=300.0, input_price=2.0, output_price=6.0)  # fmt: skip
+A = signals(
+    1,
+    0,
+    steps=4,
+    requests=100,
+    successes=99,
+    mean_latency_ms=2000.0,
+    p95_latency_ms=4000.0,
+    input_price=10.0,
+    output_price=30.0,
+)
+B = signals(
+    2,
+    1,
+    steps=4,
+    requests=100,
+    successes=90,
+    mean_latency_ms=800.0,
+    p95_latency_ms=1200.0,
+    input_price=0.5,
+    output_price=1.5,
+)
+C = signals(
+    3,
+    2,
+    steps=4,
+    requests=100,
+    successes=80,
+    mean_latency_ms=150.0,
+    p95_latency_ms=300.0,
+    input_price=2.0,
+    output_price=6.0,
+)
 D = signals(4, 3, steps=4)
 POOL = candidates([A, B, C, D], REQUEST)
 
 
 def test_the_default_weights_are_the_reference_s_and_sum_to_1() -> None:
     assert dict(DEFAULT_WEIGHTS) == {
-        "quota": 0.1429, "health": 0.1605, "costInv": 0.1429, "latencyInv": 0.1143,
-        "taskFit": 0.0762, "stability": 0.0476, "tierPriority": 0.0476, "tierAffinity": 0.0476,
-        "specificityMatch": 0.0476, "contextAffinity": 0.0476, "sessionAvailability": 0.0476,
-        "connectionDensity": 0.0476, "cacheAffinity": 0.0, "resetWindowAffinity": 0.0,
+        "quota": 0.1429,
+        "health": 0.1605,
+        "costInv": 0.1429,
+        "latencyInv": 0.1143,
+        "taskFit": 0.0762,
+        "stability": 0.0476,
+        "tierPriority": 0.0476,
+        "tierAffinity": 0.0476,
+        "specificityMatch": 0.0476,
+        "contextAffinity": 0.0476,
+        "sessionAvailability": 0.0476,
+        "connectionDensity": 0.0476,
+        "cacheAffinity": 0.0,
+        "resetWindowAffinity": 0.0,
         "quality": 0.03,
-    }  # fmt: skip
+    }
     assert math.fsum(DEFAULT_WEIGHTS.values()) == pytest.approx(1.0, abs=1e-12)
 
 
@@ -80,9 +117,14 @@ def test_renormalising_the_defaults_changes_nothing() -> None:
 
 @pytest.mark.parametrize(
     "custom",
-    [{"speed": 1.0}, {"health": -0.1}, {"health": math.nan}, {"health": math.inf},
-     dict.fromkeys(FACTOR_KEYS, 0.0)],
-)  # fmt: skip
+    [
+        {"speed": 1.0},
+        {"health": -0.1},
+        {"health": math.nan},
+        {"health": math.inf},
+        dict.fromkeys(FACTOR_KEYS, 0.0),
+    ],
+)
 def test_bad_custom_weights_are_refused(custom: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         normalise_weights(custom)
@@ -131,8 +173,16 @@ def test_score_mode_is_the_default_weights_descending() -> None:
 def test_rules_puts_a_target_known_unable_to_take_the_request_last() -> None:
     request = RequestProfile(input_tokens=1_000, max_output_tokens=1_000, tools=2)
     able = signals(1, 0, steps=3)
-    best = signals(2, 1, steps=3, requests=50, successes=50, mean_latency_ms=100.0,
-                   input_price=0.1, tool_limit=1)  # fmt: skip
+    best = signals(
+        2,
+        1,
+        steps=3,
+        requests=50,
+        successes=50,
+        mean_latency_ms=100.0,
+        input_price=0.1,
+        tool_limit=1,
+    )
     other = signals(3, 2, steps=3)
     pool = candidates([able, best, other], request)
     assert pool[1].factors.task_fit == 0

@@ -1,7 +1,7 @@
-"""``auto_targets`` against the state store, on both backends (reference-part2 §7.2 item 14):
+"""``auto_targets`` against the state store, on both backends:
 the signals it reads (combo metrics, quota snapshots, breakers, the last-known-good record,
 learnt tool limits), the headers it obeys, and the exclusion records it keeps, capped by
-``availability.transientCooldownCapMs`` (spec decision 16)."""
+``availability.transientCooldownCapMs``."""
 
 from __future__ import annotations
 
@@ -14,19 +14,25 @@ import pytest
 import redis.asyncio
 from redis.exceptions import RedisError
 
-import routing.auto as auto
+import routing.strategies.sources as sources
+from omniroute.core.store import Json, MemoryStore, RedisStore, StateStore
 from resilience.domain.availability import AvailabilitySettings
-from resilience.domain.breaker import Breaker, BreakerState
+from resilience.domain.breaker.machine import Breaker, BreakerState
 from resilience.services.breakers import breaker_key
-from resilience.store import Json, MemoryStore, RedisStore, StateStore
-from routing.attempts import AttemptContext
-from routing.auto import auto_decision, auto_targets, exclusion_key
-from routing.domain.auto_exclusion import ExclusionRecord
-from routing.domain.config import CatalogEntry, ComboInfo, ComboStep, ConfigSnapshot, KeyInfo
-from routing.domain.errors import GatewayError
-from routing.domain.planning import RoutePlan, Target
-from routing.domain.quota import quota_key
-from routing.guards.combo_metrics import lkgp_key, metrics_key
+from routing.domain.client.errors import GatewayError
+from routing.domain.config.snapshot import (
+    CatalogEntry,
+    ComboInfo,
+    ComboStep,
+    ConfigSnapshot,
+    KeyInfo,
+)
+from routing.domain.plan.planning import RoutePlan, Target
+from routing.domain.quota.snapshots import quota_key
+from routing.proxy.context import AttemptContext
+from routing.proxy.guards.combo_metrics import lkgp_key, metrics_key
+from routing.strategies.auto.exclusion import ExclusionRecord
+from routing.strategies.auto.targets import auto_decision, auto_targets, exclusion_key
 from tests.conftest import require_service
 from tests.databases import redis_prefix
 from tests.routing.auto_support import BETA, Fixed, Scripted, ids, target
@@ -73,7 +79,7 @@ async def store(request: pytest.FixtureRequest, clock: FakeClock) -> AsyncIterat
 @pytest.fixture(autouse=True)
 def no_exploration(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exploration never fires unless a test swaps the rng again."""
-    monkeypatch.setattr(auto, "rng", Fixed())
+    monkeypatch.setattr(sources, "auto_rng", Fixed())
 
 
 def context(
@@ -85,7 +91,7 @@ def context(
         availability=AvailabilitySettings(transient_cooldown_cap_ms=cap_ms),
     )
     plan = RoutePlan(COMBO, "auto", targets, COMBO)
-    return AttemptContext("r1", KEY, plan, False, snapshot, tools=tools)
+    return AttemptContext.start("r1", KEY, plan, False, snapshot, tools=tools)
 
 
 async def served(store: StateStore, t: Target, count: int, ok: int, latency: float) -> None:
@@ -161,7 +167,7 @@ async def test_exploration_uses_the_module_rng(
     store: StateStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base = await order(store)
-    monkeypatch.setattr(auto, "rng", Scripted([0.01, 0.99]))  # explore; pick the last
+    monkeypatch.setattr(sources, "auto_rng", Scripted([0.01, 0.99]))  # explore; pick the last
     assert await order(store) == [base[2], base[0], base[1]]
 
 
@@ -176,7 +182,7 @@ POOR_CATALOG = {
 
 def with_poor(cap_ms: int = 30_000, targets: tuple[Target, ...] = (T2, POOR)) -> AttemptContext:
     ctx = context(targets, cap_ms=cap_ms)
-    ctx.snapshot = replace(ctx.snapshot, catalog=POOR_CATALOG)
+    ctx.facts = replace(ctx.facts, snapshot=replace(ctx.facts.snapshot, catalog=POOR_CATALOG))
     return ctx
 
 
@@ -199,7 +205,7 @@ async def test_a_poor_target_is_excluded_within_the_cap_and_the_record_kept(
     # then
     assert first == [2]
     stored = ExclusionRecord.from_dict(await store.get(exclusion_key(COMBO, "1:slow")))
-    assert stored == ExclusionRecord(now + 30, 0, 50)  # decision 16: not 5 minutes
+    assert stored == ExclusionRecord(now + 30, 0, 50)  # capped at 30 s: not 5 minutes
     assert await ranked(store) == [2]  # still out
     assert await order(store, with_poor()) == [2, 1]  # yet kept at the back: better than nothing
     clock.advance(31)

@@ -1,4 +1,4 @@
-"""Cache-optimized routing, pure (reference-part2 §7.2 item 17): the prompt-cache key of Chat
+"""Cache-optimized routing, pure: the prompt-cache key of Chat
 Completions, Messages and Responses payloads, and rendezvous hashing of the targets."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from routing.domain.cache_affinity import (
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
+from routing.strategies.cache import (
     MAX_PROMPT_CACHE_KEY_CHARS,
     prompt_cache_key,
     rendezvous,
     target_identity,
 )
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.vocabulary import WireFormat
 
 PROVIDER = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)
 

@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from routing.domain import stream_state
-from routing.domain.chat_stream import (
+from routing.domain.streams import state as stream_state
+from routing.domain.streams.chat import (
     ChatStream,
     Kind,
     content_of,
@@ -16,7 +16,7 @@ from routing.domain.chat_stream import (
     error_event,
     with_prefill,
 )
-from routing.domain.sse import SseEvent
+from routing.domain.streams.sse import SseEvent, parse_event
 
 ENVELOPE = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
 
@@ -45,7 +45,7 @@ def test_finish_usage_and_done() -> None:
     assert stream.observe(chunk({}, finish="stop"))[0] is Kind.PREAMBLE
     assert stream.finished
     usage = SseEvent(b"", orjson.dumps({**ENVELOPE, "choices": [], "usage": {"total_tokens": 3}}))
-    assert stream.observe(usage)[0] is Kind.USAGE and stream.usage
+    assert stream.observe(usage)[0] is Kind.USAGE
     assert stream.observe(SseEvent(b"", b"[DONE]"))[0] is Kind.DONE
 
 
@@ -76,9 +76,12 @@ def test_malformed_errors_and_comments() -> None:
 
 def test_continuation_event_takes_the_first_envelope_and_drops_role_and_duplicates() -> None:
     payload = {
-        "id": "other", "object": "chat.completion.chunk", "created": 9, "model": "n",
+        "id": "other",
+        "object": "chat.completion.chunk",
+        "created": 9,
+        "model": "n",
         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "lo world"}}],
-    }  # fmt: skip
+    }
     raw = continuation_event(payload, ENVELOPE, skip=2)
     assert raw is not None and raw.startswith(b"data: ") and raw.endswith(b"\n\n")
     sent = orjson.loads(raw[6:])
@@ -106,9 +109,11 @@ def test_error_event_is_one_openai_error_object() -> None:
     raw = error_event("it broke", "upstream_stream_interrupted")
     assert orjson.loads(raw[6:]) == {
         "error": {
-            "message": "it broke", "type": "upstream_error", "code": "upstream_stream_interrupted",
+            "message": "it broke",
+            "type": "upstream_error",
+            "code": "upstream_stream_interrupted",
         }
-    }  # fmt: skip
+    }
 
 
 def test_with_several_choices_the_answer_finishes_when_every_choice_has() -> None:
@@ -141,3 +146,64 @@ def test_the_kept_text_is_bounded_and_a_stream_past_it_keeps_none(
     assert stream.observe(chunk({"content": "!"}))[0] is Kind.TOKEN  # still relayed
     stream.observe(chunk({"content": "?"}))
     assert stream.text == [] and stream.text.overflowed and stream.sent_text == ""
+
+
+USAGE = {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
+
+
+def raw_event(payload: dict[str, Any]) -> SseEvent:
+    return parse_event(b"data: " + orjson.dumps(payload) + b"\n\n")
+
+
+def test_the_usage_block_gives_the_tokens() -> None:
+    stream = ChatStream()
+    assert (stream.tokens_in, stream.tokens_out) == (None, None)
+
+    stream.observe(raw_event({**ENVELOPE, "choices": [], "usage": USAGE}))
+
+    assert (stream.tokens_in, stream.tokens_out) == (9, 4)
+
+
+def test_a_client_that_asked_for_usage_gets_the_event_as_it_came() -> None:
+    event = raw_event({**ENVELOPE, "choices": [], "usage": USAGE})
+    before = event.raw
+
+    ChatStream().observe(event)
+
+    assert event.raw == before
+
+
+def test_the_usage_only_chunk_is_sent_as_nothing_to_a_client_that_did_not_ask() -> None:
+    stream = ChatStream(hide_usage=True)
+    event = raw_event({**ENVELOPE, "choices": [], "usage": USAGE})
+
+    kind, payload = stream.observe(event)
+
+    assert kind is Kind.USAGE  # still an answering event for the idle limit
+    assert event.raw == b"" and payload is not None and "usage" not in payload
+    assert (stream.tokens_in, stream.tokens_out) == (9, 4)  # counted all the same
+
+
+def test_a_chunk_with_choices_and_usage_loses_only_its_usage() -> None:
+    stream = ChatStream(hide_usage=True)
+    event = raw_event({**ENVELOPE, "choices": [_finish_choice()], "usage": USAGE})
+
+    stream.observe(event)
+
+    sent = orjson.loads(event.raw.removeprefix(b"data: "))
+    assert sent == {**ENVELOPE, "choices": [_finish_choice()]}
+    assert event.raw.endswith(b"\n\n") and stream.finished
+    assert (stream.tokens_in, stream.tokens_out) == (9, 4)
+
+
+def test_a_null_usage_is_left_as_it_is() -> None:
+    event = raw_event({**ENVELOPE, "choices": [_finish_choice()], "usage": None})
+    before = event.raw
+
+    ChatStream(hide_usage=True).observe(event)
+
+    assert event.raw == before
+
+
+def _finish_choice() -> dict[str, Any]:
+    return {"index": 0, "delta": {}, "finish_reason": "stop"}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
-from routing.domain.errors import GatewayError, anthropic_error_body, error_body
-from routing.domain.requests import (
+from routing.domain.client.errors import GatewayError, anthropic_error_body, error_body
+from routing.domain.client.requests import (
     BACKGROUND_WARNING,
+    parse_chat_request,
     parse_messages_request,
     parse_responses_request,
 )
@@ -35,8 +38,13 @@ def test_responses_refusals(body: dict[str, object], code: str) -> None:
 
 
 def test_a_responses_request_read() -> None:
-    body = {"model": "a/b", "input": [{"role": "user", "content": "hi"}], "tools": [{}, {}],
-            "previous_response_id": "resp_1", "stream": True}  # fmt: skip
+    body = {
+        "model": "a/b",
+        "input": [{"role": "user", "content": "hi"}],
+        "tools": [{}, {}],
+        "previous_response_id": "resp_1",
+        "stream": True,
+    }
 
     request = parse_responses_request(orjson.dumps(body))
 
@@ -76,17 +84,26 @@ def test_the_gateway_s_errors_in_anthropic_shape_keep_their_code_and_extras() ->
 
     assert shaped == {
         "type": "error",
-        "error": {"type": "overloaded_error", "message": "cooling",
-                  "code": "all_targets_cooling_down"},
+        "error": {
+            "type": "overloaded_error",
+            "message": "cooling",
+            "code": "all_targets_cooling_down",
+        },
         "diagnostics": {},
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(400, "invalid_request_error"), (401, "authentication_error"), (403, "permission_error"),
-     (404, "not_found_error"), (429, "rate_limit_error"), (502, "api_error")],
-)  # fmt: skip
+    [
+        (400, "invalid_request_error"),
+        (401, "authentication_error"),
+        (403, "permission_error"),
+        (404, "not_found_error"),
+        (429, "rate_limit_error"),
+        (502, "api_error"),
+    ],
+)
 def test_anthropic_error_types_by_status(status: int, kind: str) -> None:
     shaped = orjson.loads(anthropic_error_body(status, error_body("m", "x", "c")))
 
@@ -103,3 +120,47 @@ def test_a_body_that_is_not_json_still_becomes_an_anthropic_error() -> None:
     shaped = orjson.loads(anthropic_error_body(502, b"<html>bad gateway</html>"))
 
     assert shaped["type"] == "error" and shaped["error"]["type"] == "api_error"
+
+
+@pytest.mark.parametrize(
+    "parse", [parse_chat_request, parse_responses_request, parse_messages_request]
+)
+def test_a_body_nested_past_the_limit_is_refused_by_every_api(parse: Any) -> None:
+    body = {"model": "a/b", "messages": MESSAGES, "input": "hi", "metadata": [[["x"]]]}
+    assert parse(orjson.dumps(body), max_depth=4).model == "a/b"  # object, list, list, list
+    with pytest.raises(GatewayError) as caught:
+        parse(orjson.dumps(body), max_depth=3)
+    assert (caught.value.status, caught.value.code) == (400, "json_too_deep")
+    assert "3 levels" in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("given", "sent", "hidden"),
+    [
+        ({}, {"include_usage": True}, True),
+        ({"stream_options": None}, {"include_usage": True}, True),
+        ({"stream_options": {"include_usage": False}}, {"include_usage": True}, True),
+        (  # the client's other stream options are kept
+            {"stream_options": {"include_obfuscation": False}},
+            {"include_obfuscation": False, "include_usage": True},
+            True,
+        ),
+        ({"stream_options": {"include_usage": True}}, {"include_usage": True}, False),
+        ({"stream_options": "odd"}, "odd", False),  # left for the upstream to refuse
+    ],
+)
+def test_a_streamed_chat_request_asks_its_upstream_for_usage(
+    given: dict[str, object], sent: object, hidden: bool
+) -> None:
+    body = {"model": "a/b", "messages": MESSAGES, "stream": True, **given}
+
+    request = parse_chat_request(orjson.dumps(body))
+
+    assert request.payload["stream_options"] == sent
+    assert request.hides_usage is hidden
+
+
+def test_a_plain_chat_request_asks_for_no_usage() -> None:
+    request = parse_chat_request(orjson.dumps({"model": "a/b", "messages": MESSAGES}))
+
+    assert "stream_options" not in request.payload and not request.hides_usage

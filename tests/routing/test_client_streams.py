@@ -7,10 +7,10 @@ from typing import Any
 import orjson
 import pytest
 
-from routing.domain.messages_stream import MESSAGE_STOP, MESSAGES_SPLICING, MessagesStream
-from routing.domain.responses_stream import ResponsesStream
-from routing.domain.sse import SseEvent, parse_event
-from routing.domain.stream_state import Kind, NotSpliceable
+from routing.domain.streams.messages import MESSAGE_STOP, MESSAGES_SPLICING, MessagesStream
+from routing.domain.streams.responses import ResponsesStream
+from routing.domain.streams.sse import SseEvent, parse_event
+from routing.domain.streams.state import Kind, NotSpliceable
 
 
 def sse(name: str, payload: dict[str, Any]) -> SseEvent:
@@ -24,8 +24,11 @@ def message_events(*texts: str) -> list[SseEvent]:
     events.append(sse("content_block_start", block))
     events.append(sse("ping", {"type": "ping"}))
     for text in texts:
-        delta = {"type": "content_block_delta", "index": 0,
-                 "delta": {"type": "text_delta", "text": text}}  # fmt: skip
+        delta = {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": text},
+        }
         events.append(sse("content_block_delta", delta))
     return events
 
@@ -46,8 +49,16 @@ def test_a_messages_stream_is_read_event_by_event() -> None:
 
     kinds = [stream.observe(e)[0] for e in [*message_events("Hel", "lo"), *finish_events()]]
 
-    assert kinds == [Kind.PREAMBLE, Kind.PREAMBLE, Kind.PREAMBLE, Kind.TOKEN, Kind.TOKEN,
-                     Kind.PREAMBLE, Kind.USAGE, Kind.DONE]  # fmt: skip
+    assert kinds == [
+        Kind.PREAMBLE,
+        Kind.PREAMBLE,
+        Kind.PREAMBLE,
+        Kind.TOKEN,
+        Kind.TOKEN,
+        Kind.PREAMBLE,
+        Kind.USAGE,
+        Kind.DONE,
+    ]
     assert stream.text == ["Hel", "lo"] and stream.finished
     assert stream.envelope == {"id": "msg_1", "model": "claude"}
     assert stream.continuable
@@ -64,12 +75,24 @@ def test_the_stop_reason_finishes_the_answer_before_message_stop() -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        sse("content_block_start", {"type": "content_block_start", "index": 1,
-                                    "content_block": {"type": "tool_use", "name": "f"}}),
-        sse("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                    "delta": {"type": "thinking_delta", "thinking": "hm"}}),
+        sse(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 1,
+                "content_block": {"type": "tool_use", "name": "f"},
+            },
+        ),
+        sse(
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "thinking_delta", "thinking": "hm"},
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_tool_call_or_thinking_makes_the_answer_not_continuable(event: SseEvent) -> None:
     stream = MessagesStream()
 
@@ -155,8 +178,7 @@ def test_a_responses_stream_is_read_event_by_event() -> None:
 
     kinds = [stream.observe(e)[0] for e in events]
 
-    assert kinds == [Kind.PREAMBLE, Kind.PREAMBLE, Kind.TOKEN, Kind.TOKEN, Kind.PREAMBLE,
-                     Kind.DONE]  # fmt: skip
+    assert kinds == [Kind.PREAMBLE, Kind.PREAMBLE, Kind.TOKEN, Kind.TOKEN, Kind.PREAMBLE, Kind.DONE]
     assert stream.text == ["Hel"] and stream.finished
     assert stream.envelope == {"id": "resp_1", "model": "m"}
     assert not stream.continuable and stream.end_event == b""
@@ -175,6 +197,43 @@ def test_the_responses_error_event_follows_the_last_sequence_number() -> None:
 
     assert event.name == "error"
     assert orjson.loads(event.data or b"") == {
-        "type": "error", "code": "upstream_stream_interrupted", "message": "it broke",
-        "param": None, "sequence_number": 8,
-    }  # fmt: skip
+        "type": "error",
+        "code": "upstream_stream_interrupted",
+        "message": "it broke",
+        "param": None,
+        "sequence_number": 8,
+    }
+
+
+# --- Tokens ---------------------------------------------------------------------------------
+
+
+def test_a_messages_stream_counts_its_tokens_from_message_start_and_message_delta() -> None:
+    stream = MessagesStream()
+    start = {
+        "type": "message_start",
+        "message": {"id": "msg_1", "content": [], "usage": {"input_tokens": 8, "output_tokens": 1}},
+    }
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": "end_turn"},
+        "usage": {"output_tokens": 15},
+    }
+
+    stream.observe(sse("message_start", start))
+    assert (stream.tokens_in, stream.tokens_out) == (8, 1)
+    for event in [*message_events("Hi")[1:], sse("message_delta", delta), *finish_events()[2:]]:
+        stream.observe(event)
+
+    assert (stream.tokens_in, stream.tokens_out) == (8, 15)  # message_delta's count is final
+
+
+def test_a_responses_stream_counts_its_tokens_from_the_completed_response() -> None:
+    stream = ResponsesStream()
+    usage = {"input_tokens": 8, "output_tokens": 5, "total_tokens": 13}
+
+    stream.observe(response_event("response.output_text.delta", 1, delta="Hi"))
+    assert (stream.tokens_in, stream.tokens_out) == (None, None)
+    stream.observe(response_event("response.completed", 2, response={"id": "r", "usage": usage}))
+
+    assert (stream.tokens_in, stream.tokens_out) == (8, 5)

@@ -1,4 +1,5 @@
-"""The per-target combo metrics that p2c and least-used read (``routing.guards.combo_metrics``),
+"""The per-target combo metrics that p2c and least-used read
+(``routing.proxy.guards.combo_metrics``),
 and p2c driven by them as a gateway drives it: one request at a time, each recorded before the
 next is ordered."""
 
@@ -11,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from routing.domain.ordering import TargetMetrics, execution_key, p2c
-from routing.guards.combo_metrics import updated
+from routing.proxy.guards.combo_metrics import updated
+from routing.strategies.keys import execution_key
+from routing.strategies.metrics.orders import TargetMetrics, p2c
 from tests.routing.test_ordering import A, B, C
 
 TARGETS = (A, B, C)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from routing.domain.combo_options import (
+from routing.domain.config.combo_options import (
     COMMON,
     DEFAULT_OPTIONS,
     OPTION_SPECS,
@@ -58,8 +58,12 @@ def test_every_numeric_key_takes_its_bounds_and_refuses_beyond(
 
 
 def test_the_bounds_table_covers_every_numeric_key() -> None:
-    numeric = {s.key for specs in OPTION_SPECS.values() for s in specs
-               if s.kind in (OptionKind.INT, OptionKind.NUMBER)}  # fmt: skip
+    numeric = {
+        s.key
+        for specs in OPTION_SPECS.values()
+        for s in specs
+        if s.kind in (OptionKind.INT, OptionKind.NUMBER)
+    }
 
     assert numeric == {row[1] for row in BOUNDS} | {"handoffThreshold"}
 
@@ -86,29 +90,50 @@ def test_the_handoff_threshold_inside_its_bounds() -> None:
         ("auto", {"explorationRate": "0.1"}, "explorationRate: must be a number"),
         ("auto", {"explorationRate": float("nan")}, "explorationRate: must be a number"),
         ("priority", {"compatFilterFailOpen": 1}, "compatFilterFailOpen: must be true or false"),
-        ("auto", {"mode": "clever"}, "mode: must be one of rules, score, smart, cost, eco, "
-         "latency, fast, sla-aware, sla, lkgp"),
-        ("reset-window", {"resetWindowWindows": []}, "resetWindowWindows: must be a non-empty "
-         "list of session, weekly, monthly"),
-        ("reset-window", {"resetWindowWindows": ["daily"]}, "resetWindowWindows: must be a "
-         "non-empty list of session, weekly, monthly"),
-        ("reset-window", {"resetWindowWindows": "weekly"}, "resetWindowWindows: must be a list "
-         "of names"),
-        ("context-relay", {"handoffProviders": ["co dex"]}, "handoffProviders: not provider "
-         "slugs: co dex"),
-        ("context-relay", {"handoffProviders": [1]}, "handoffProviders: must be a list of "
-         "provider slugs"),
+        (
+            "auto",
+            {"mode": "clever"},
+            "mode: must be one of rules, score, smart, cost, eco, "
+            "latency, fast, sla-aware, sla, lkgp",
+        ),
+        (
+            "reset-window",
+            {"resetWindowWindows": []},
+            "resetWindowWindows: must be a non-empty list of session, weekly, monthly",
+        ),
+        (
+            "reset-window",
+            {"resetWindowWindows": ["daily"]},
+            "resetWindowWindows: must be a non-empty list of session, weekly, monthly",
+        ),
+        (
+            "reset-window",
+            {"resetWindowWindows": "weekly"},
+            "resetWindowWindows: must be a list of names",
+        ),
+        (
+            "context-relay",
+            {"handoffProviders": ["co dex"]},
+            "handoffProviders: not provider slugs: co dex",
+        ),
+        (
+            "context-relay",
+            {"handoffProviders": [1]},
+            "handoffProviders: must be a list of provider slugs",
+        ),
         ("auto", {"weights": {"speed": 1}}, "weights: unknown factors speed"),
         ("auto", {"weights": {"quota": -1}}, "weights: weights must not be negative: quota"),
         ("auto", {"weights": {"quota": "1"}}, "weights: must be a number"),
-        ("auto", {"weights": [1]}, "weights: must be an object mapping a factor to a "
-         "non-negative number"),
+        (
+            "auto",
+            {"weights": [1]},
+            "weights: must be an object mapping a factor to a non-negative number",
+        ),
         ("fusion", {"judgeModel": "gpt-4o"}, "judgeModel: must be provider/model, or empty"),
         ("fusion", {"judgeModel": "/gpt-4o"}, "judgeModel: must be provider/model, or empty"),
-        ("fusion", {"judgeModel": None}, "judgeModel: must be a string: provider/model, or "
-         "empty"),
+        ("fusion", {"judgeModel": None}, "judgeModel: must be a string: provider/model, or empty"),
     ],
-)  # fmt: skip
+)
 def test_wrong_values_are_refused_naming_the_key(strategy: str, raw: Any, message: str) -> None:
     (said,) = refused(strategy, raw)
 
@@ -211,8 +236,13 @@ def test_read_fills_the_defaults_and_types_the_values() -> None:
 
 
 def test_read_replaces_invalid_or_foreign_values_by_defaults() -> None:
-    stored = {"stickyRoundRobinLimit": 0, "memberConcurrency": 4, "stickyWeightedLimit": 9,
-              "compatFilterFailOpen": "yes", "junk": 1}  # fmt: skip
+    stored = {
+        "stickyRoundRobinLimit": 0,
+        "memberConcurrency": 4,
+        "stickyWeightedLimit": 9,
+        "compatFilterFailOpen": "yes",
+        "junk": 1,
+    }
 
     options = options_read("round-robin", stored)
 

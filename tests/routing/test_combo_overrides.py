@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from resilience.domain.attempt_policy import AttemptPolicy
+from resilience.domain.attempts.policy import AttemptPolicy
 from resilience.services import resilience_settings_update
 from routing.models import Combo, Provider
 from routing.selectors import config_snapshot_build

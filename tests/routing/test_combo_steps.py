@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from routing.domain.combo_options import ComboOptions
-from routing.domain.config import ComboStep
+from routing.domain.config.combo_options import ComboOptions
+from routing.domain.config.snapshot import ComboStep
 from routing.models import Combo, ModelCatalogEntry, Provider
 from routing.selectors import config_snapshot_build
 from routing.services import catalog_entry_save, combo_save
@@ -113,11 +113,19 @@ def test_api_round_trips_options_nested_combos_and_fallback_flags(
     url = f"/api/combos/{created.json()['id']}/"
     shown = manage_client.get(url).json()
     assert shown["options"] == {"stickyWeightedLimit": 5, "compatFilterFailOpen": True}
-    assert [(t["combo_ref"], t["provider"], t["model"], t["weight"],
-             t["fallback_only_on_quota_exhaustion"]) for t in shown["targets"]] == [
+    assert [
+        (
+            t["combo_ref"],
+            t["provider"],
+            t["model"],
+            t["weight"],
+            t["fallback_only_on_quota_exhaustion"],
+        )
+        for t in shown["targets"]
+    ] == [
         ("inner", None, "", 3, False),
         (None, "mock", "gpt-4*", 1, True),
-    ]  # fmt: skip
+    ]
     patched = manage_client.patch(url, {"options": {"stickyWeightedLimit": 2}}, format="json")
     assert patched.json()["options"] == {"stickyWeightedLimit": 2}
     assert Combo.objects.get(name="outer").options == {"stickyWeightedLimit": 2}
@@ -171,9 +179,10 @@ def test_api_refuses_a_combo_containing_itself(
     combo = _combo("loop", [{"provider": provider, "model": "m"}])
 
     response = manage_client.put(
-        f"/api/combos/{combo.pk}/", {"name": "loop", "targets": [{"combo_ref": "loop"}]},
+        f"/api/combos/{combo.pk}/",
+        {"name": "loop", "targets": [{"combo_ref": "loop"}]},
         format="json",
-    )  # fmt: skip
+    )
 
     assert error_fields(response)["combo_ref"] == ["A combo cannot contain itself."]
     assert [t.model for t in Combo.objects.get(name="loop").targets.all()] == ["m"]
@@ -192,7 +201,7 @@ def test_api_lists_nested_combos_without_n_plus_one(
     for index in range(1, 4):
         add(index)
     with CaptureQueriesContext(db_connection) as many:
-        assert len(manage_client.get("/api/combos/").json()) == 8
+        assert len(manage_client.get("/api/combos/").json()["results"]) == 8
 
     assert len(many) == len(few)
 
@@ -257,13 +266,20 @@ def test_building_the_snapshot_does_not_query_per_combo(provider: Provider) -> N
 
 def _admin_form(strategy: str, options: str, **target: str) -> dict[str, Any]:
     return {
-        "name": "outer", "strategy": strategy, "is_active": "on", "description": "",
-        "attempt_overrides": "", "options": options,
-        "targets-TOTAL_FORMS": "1", "targets-INITIAL_FORMS": "0",
-        "targets-MIN_NUM_FORMS": "0", "targets-MAX_NUM_FORMS": "1000",
-        "targets-0-position": "0", "targets-0-weight": "1",
+        "name": "outer",
+        "strategy": strategy,
+        "is_active": "on",
+        "description": "",
+        "attempt_overrides": "",
+        "options": options,
+        "targets-TOTAL_FORMS": "1",
+        "targets-INITIAL_FORMS": "0",
+        "targets-MIN_NUM_FORMS": "0",
+        "targets-MAX_NUM_FORMS": "1000",
+        "targets-0-position": "0",
+        "targets-0-weight": "1",
         **{f"targets-0-{name}": value for name, value in target.items()},
-    }  # fmt: skip
+    }
 
 
 def test_admin_add_page_lists_every_strategy_s_keys(staff_client: Client) -> None:
@@ -293,9 +309,11 @@ def test_admin_saves_options_and_a_nested_combo_step(
 ) -> None:
     inner = _combo("inner", [{"provider": provider, "model": "m"}])
     form = _admin_form(
-        "weighted", '{"stickyWeightedLimit": 3}', combo_ref=str(inner.pk),
+        "weighted",
+        '{"stickyWeightedLimit": 3}',
+        combo_ref=str(inner.pk),
         fallback_only_on_quota_exhaustion="on",
-    )  # fmt: skip
+    )
 
     response = staff_client.post(reverse("admin:routing_combo_add"), form)
 

@@ -1,4 +1,4 @@
-"""Capability and context-window filtering in planning (pure; reference-part2 §7.1, §7.3)."""
+"""Capability and context-window filtering in planning (pure)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from routing.domain.combo_options import DEFAULT_OPTIONS, ComboOptions
-from routing.domain.compatibility import Incompatibility, incompatibilities
-from routing.domain.config import CatalogEntry, ConfigSnapshot
-from routing.domain.errors import GatewayError
-from routing.domain.needs import NO_NEEDS, RequestNeeds
-from routing.domain.planning import RoutePlan, plan_route
+from routing.domain.client.errors import GatewayError
+from routing.domain.config.combo_options import DEFAULT_OPTIONS, ComboOptions
+from routing.domain.config.snapshot import CatalogEntry, ConfigSnapshot
+from routing.domain.plan.compatibility import Incompatibility, incompatibilities
+from routing.domain.plan.needs import NO_NEEDS, RequestNeeds
+from routing.domain.plan.planning import RoutePlan, plan_route
 from tests.routing.resolution_support import (
     combo,
     conn,
@@ -189,7 +189,7 @@ def test_fail_open_keeps_filtering_while_a_capable_target_is_left() -> None:
     ],
 )
 def test_a_single_model_is_left_to_its_upstream(model: str, needs: RequestNeeds, code: str) -> None:
-    planned = plan(world(), needs, model)  # a stale catalog entry never refuses it (decision 17)
+    planned = plan(world(), needs, model)  # a stale catalog entry never refuses it
 
     assert [t.label for t in planned.targets] == [model] and planned.skipped == ()
 

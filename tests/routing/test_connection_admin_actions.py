@@ -16,13 +16,14 @@ from django.utils import timezone
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from omniroute.core import tasks
+from omniroute.core.state import get_store
+from omniroute.core.store import StateStore
 from resilience.domain.connection_state import BANNED, EXPIRED, UNAVAILABLE, ConnectionState
-from resilience.persistence import persist_connection_state, persistence_flush
+from resilience.persistence import persist_connection_state
 from resilience.services.connections import connection_key, connection_state_get
 from resilience.services.streaks import streak_record_refusal
-from resilience.state import get_store
-from resilience.store import StateStore
-from routing.domain.vocabulary import TestStatus as Status
+from routing.domain.config.vocabulary import TestStatus as Status
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_clear_error, connection_reset_terminal, connection_save
 from routing.snapshot import snapshot_clear
@@ -262,7 +263,7 @@ async def test_clear_waits_for_the_queued_write_through(
     await database_sync_to_async(connection_clear_error, thread_sensitive=False)(
         connection=connection
     )
-    await persistence_flush()
+    await tasks.flush()
 
     row = await ProviderConnection.objects.aget(pk=connection.pk)
     assert (row.test_status, row.last_error) == ("active", "")

@@ -16,12 +16,12 @@ from django.urls import reverse
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from resilience.admin._base import human_seconds
+from omniroute.core.admin import human_seconds
+from omniroute.core.state import get_store
+from omniroute.core.store import StateStore
 from resilience.domain.connection_state import BANNED, UNAVAILABLE, ConnectionState
 from resilience.services.connections import connection_key
-from resilience.services.lockouts import lockout_list
-from resilience.state import get_store
-from resilience.store import StateStore
+from resilience.services.lockout_operations import lockout_list
 from routing.models import ProviderConnection
 from routing.snapshot import snapshot_clear
 from tests.databases import redis_prefix
@@ -81,7 +81,7 @@ def test_a_cooldown_that_has_passed_shows_available(
     row = _row(staff_client.get(CHANGELIST).content, connection)
     page = staff_client.get(_change_url(connection)).content.decode()
 
-    assert ">available</strong>" in row and ">unavailable</strong>" not in row
+    assert ">available</span>" in row and ">cooling " not in row  # no "cooling 3 s" badge
     assert ">available</strong>" in page
 
 
@@ -93,8 +93,7 @@ def test_a_running_cooldown_still_shows_unavailable(
 
     row = _row(staff_client.get(CHANGELIST).content, connection)
 
-    assert ">unavailable</strong>" in row
-    assert "2 min 5 s" in row or "2 min 4 s" in row
+    assert ">cooling 2 min 5 s</span>" in row or ">cooling 2 min 4 s</span>" in row
 
 
 # --- locked models ------------------------------------------------------------------------------
@@ -109,8 +108,10 @@ def test_locked_models_are_listed_on_the_list_and_the_change_page(
     page = staff_client.get(CHANGELIST).content
     change = staff_client.get(_change_url(connection))
 
-    assert "gpt-4o (10 min)" in _row(page, connection) or "gpt-4o (9 min" in _row(page, connection)
-    assert "gpt-4o" not in _row(page, unlocked)
+    row = _row(page, connection)
+    assert ">locked 1 model</span>" in row  # the models and their time left on hover
+    assert 'title="gpt-4o (10 min)"' in row or 'title="gpt-4o (9 min' in row
+    assert "gpt-4o" not in _row(page, unlocked) and ">locked" not in _row(page, unlocked)
     assert [m.model for m in change.context["locked_models"]] == ["gpt-4o"]
     assert "<td>gpt-4o</td>" in change.content.decode()
     assert 'value="Unlock"' in change.content.decode()

@@ -15,10 +15,10 @@ from channels.db import database_sync_to_async
 from django.db.backends.utils import CursorWrapper
 from pytest_django.fixtures import Settings
 
-from resilience.persistence import persistence_flush
+from omniroute.core import tasks
 from resilience.services.housekeeping import housekeeping_settle
-from routing.consumers import ChatCompletionsConsumer, ModelsConsumer, ProxyConsumer
 from routing.models import Combo, Provider, ProviderConnection
+from routing.proxy.consumers import ChatCompletionsConsumer, ModelsConsumer, ProxyConsumer
 from routing.services import combo_save
 from tests.routing.conftest import UPSTREAM_SECRET
 from tests.routing.harness import (
@@ -205,7 +205,7 @@ async def test_the_query_guard_catches_a_cold_snapshot_build(
     """Shows ``no_queries`` works across threads, so the next test can trust it."""
     fake = FakeUpstream({UPSTREAM_SECRET: ok})
 
-    with no_queries(), patch("routing.proxy.logger") as log:
+    with no_queries(), patch("routing.proxy.shell.logger") as log:
         reply = await call(fake, plain_key, chat())
     # The guard's AssertionError reached the consumer, which answered a JSON 500 and logged it.
     assert reply.status == 500 and reply.json()["error"]["code"] == "internal_error"
@@ -225,7 +225,7 @@ async def test_hot_path_makes_no_query_and_sees_config_changes(
     fake = FakeUpstream({UPSTREAM_SECRET: ok, FRESH_SECRET: ok})
     for _ in range(2):
         assert (await call(fake, plain_key, chat())).status == 200
-        await persistence_flush()
+        await tasks.flush()
         await housekeeping_settle()
     # when / then: the next one reads no database
     with no_queries():
@@ -355,3 +355,20 @@ async def test_a_response_built_already_read_is_relayed_too(
     else:
         assert reply.status == 503 and reply.headers["retry-after"] == "40"
         assert "upstream overloaded" in reply.json()["error"]["message"]
+
+
+async def test_the_nesting_limit_is_the_setting(
+    fresh_snapshot: None, connection: ProviderConnection, plain_key: str, settings: Settings
+) -> None:
+    settings.MAX_JSON_DEPTH = 4
+    fake = FakeUpstream({UPSTREAM_SECRET: ok})
+    nested = orjson.loads(chat())
+    nested["metadata"] = [[["x"]]]  # four levels with the body's own object
+
+    assert (await call(fake, plain_key, orjson.dumps(nested))).status == 200
+    nested["metadata"] = [[[["x"]]]]
+    refused = await call(fake, plain_key, orjson.dumps(nested))
+
+    assert refused.status == 400
+    assert refused.json()["error"]["code"] == "json_too_deep"
+    assert len(fake.requests) == 1  # the refused body never went upstream

@@ -1,4 +1,4 @@
-"""Admission through the chat consumer (reference-part2 §3, §5; decisions 10 and 21): caps
+"""Admission through the chat consumer: caps
 that hold, a queue that says no early, an execution limit, and a waiter that leaves with its
 client; every local error request-scoped. ``httpx.MockTransport`` plays the upstream; its
 answers are held on events, so nothing sleeps on the wall clock."""
@@ -15,9 +15,9 @@ import pytest
 from channels.db import database_sync_to_async
 
 from resilience.services import resilience_settings_update
-from resilience.services.lockouts import lockout_list
-from routing.guards.admission import admission_stats
+from resilience.services.lockout_operations import lockout_list
 from routing.models import Provider, ProviderConnection
+from routing.proxy.guards.admission import admission_stats
 from routing.services import connection_save, provider_save
 from tests.routing.harness import (
     BACKUP,
@@ -143,7 +143,7 @@ async def test_a_model_cap_holds_per_model_while_other_models_pass(
 async def test_a_full_semaphore_queue_fails_over_to_the_next_connection(
     gateway: Gateway, both: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import routing.guards.admission as admission
+    import routing.proxy.guards.admission as admission
 
     monkeypatch.setattr(admission, "SEMAPHORE_MAX_QUEUE", 1)
     primary, backup = both

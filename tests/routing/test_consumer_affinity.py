@@ -1,4 +1,4 @@
-"""Session affinity through the chat consumer (reference-part2 §1), on the fake clock: one
+"""Session affinity through the chat consumer, on the fake clock: one
 session stays on one connection among three, moves when that connection fails or cools down
 and stays on the new one, sessions spread least-recently-used, and the pins survive a restart.
 """
@@ -14,9 +14,9 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db.backends.utils import CursorWrapper
 
-from resilience.persistence import persistence_flush
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore, StateStore
 from resilience.services.housekeeping import housekeeping_settle, resilience_ready
-from resilience.store import MemoryStore, StateStore
 from routing.models import Provider, SessionAffinityPin
 from tests.routing.affinity_support import (
     ask,
@@ -178,7 +178,7 @@ async def test_a_zero_ttl_keeps_no_pin_and_makes_no_extra_store_call(
     assert calls == without
     assert not [key for key in calls if key.startswith("affinity")]
     assert not await gateway.store.scan("affinity")
-    await persistence_flush()
+    await tasks.flush()
     assert not await SessionAffinityPin.objects.aexists()
 
 
@@ -186,7 +186,7 @@ async def test_a_pin_survives_a_restart(gateway: Gateway, abc: list[int]) -> Non
     a, b, _ = abc
     assert await served(gateway, "s0") == [a]
     assert await served(gateway, "s1") == [b]
-    await persistence_flush()  # the pins' rows are written in the background
+    await tasks.flush()  # the pins' rows are written in the background
     restarted = MemoryStore(clock=gateway.clock)  # a new process: same database, empty store
     gateway = Gateway(gateway.key, gateway.fake, gateway.clock, restarted)
     await resilience_ready(restarted)  # the start-up restore, whose pins come in the background
@@ -202,12 +202,12 @@ async def test_a_pinned_session_reads_and_writes_no_database_on_its_way(
     a, _, _ = abc
     for _ in range(2):  # the snapshot, the restore, the new pin's row: before the guard
         assert await served(gateway, "s1") == [a]
-        await persistence_flush()
+        await tasks.flush()
         await housekeeping_settle()
 
     with queries_seen() as seen:  # in any thread: the slid pin's row is not due for a minute
         assert await served(gateway, "s1", 2) == [a, a]
-        await persistence_flush()
+        await tasks.flush()
 
     assert seen == []  # (a write-through that failed on the guard would only be logged)
 

@@ -1,6 +1,6 @@
 """Session affinity at its edges, through the consumers: combos (within a step only; the
 strategies that own their order are left alone), eviction of a skipped pinned connection, a
-client that leaves, and the session headers, which never reach the upstream (decision 8)."""
+client that leaves, and the session headers, which never reach the upstream."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.store import MemoryStore
-from routing.domain.endpoints import MESSAGES, RESPONSES, Endpoint
-from routing.domain.session_key import SESSION_HEADERS
+from omniroute.core.store import MemoryStore
+from routing.domain.affinity.session_key import SESSION_HEADERS
+from routing.domain.client.endpoints import MESSAGES, RESPONSES, Endpoint
 from routing.models import Combo, Provider
 from routing.services import combo_save
 from tests.routing.affinity_support import (
@@ -169,7 +169,7 @@ async def test_a_streamed_answer_pins_the_session_too(
     assert await pinned_to(gateway.store, await key_id(), "s1") == b
 
 
-# --- headers (decision 8) ----------------------------------------------------------------------
+# --- headers ----------------------------------------------------------------------
 
 
 async def test_the_session_headers_never_reach_the_upstream_from_chat(
@@ -217,6 +217,11 @@ async def test_the_session_headers_never_reach_the_upstream_from_the_other_apis(
 def test_no_endpoint_may_pass_a_session_header_or_a_credential(header: bytes) -> None:
     with pytest.raises(ValueError, match="may not pass"):
         Endpoint(
-            "custom", "openai", "/custom", MESSAGES.parse, MESSAGES.stream_state,
+            "custom",
+            "/v1/custom",
+            "openai",
+            "/custom",
+            MESSAGES.parse,
+            MESSAGES.stream_state,
             passed_headers=(b"anthropic-version", header),
-        )  # fmt: skip
+        )

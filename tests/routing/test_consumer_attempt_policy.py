@@ -1,5 +1,5 @@
-"""The attempt policy through the chat consumer (spec decision 20, the "Failing over or
-returning" table): retries with backoff, short ``Retry-After`` waits, the request deadline.
+"""The attempt policy through the chat consumer: retries with backoff, short ``Retry-After``
+waits, the request deadline.
 
 The policy's waits and the deadline run on the fake clock (``policy_clock``): a wait advances
 it, nothing sleeps.

@@ -1,10 +1,10 @@
-"""Availability first (spec decisions 13-17), end to end through the chat consumer.
+"""Availability first, end to end through the chat consumer.
 
 A failure is charged to the narrowest scope its evidence supports: 5xx and 429s without
 account-wide evidence to the (connection, model) pair, client mistakes to the request alone.
 A lone transient failure leaves no timer and is retried once when no other target is left;
 three in a row lock the pair for 2 s, doubled by each failed probe up to 30 s and back to 2 s
-after a success (decision 25); when only self-set timers exclude every target, one panic
+after a success; when only self-set timers exclude every target, one panic
 attempt is made. ``httpx.MockTransport`` plays the upstream and a ``MemoryStore`` on
 a fake clock holds the state, so timers run out without sleeping.
 """
@@ -18,7 +18,8 @@ from channels.db import database_sync_to_async
 
 from resilience.services import resilience_settings_update
 from resilience.services.breakers import breaker_get
-from resilience.services.lockouts import lockout_list, lockout_record
+from resilience.services.lockout_operations import lockout_list
+from resilience.services.lockouts import lockout_record
 from routing.models import Combo, Provider
 from routing.services import combo_save
 from tests.routing.harness import (
@@ -57,7 +58,7 @@ async def lock_remaining(gateway: Gateway, connection_id: int, model: str) -> fl
     return 0.0 if lock is None else lock.remaining(gateway.clock.now)
 
 
-# --- decision 14: a lone transient failure ---------------------------------------------------
+# --- a lone transient failure ----------------------------------------------------------------
 
 
 async def test_a_lone_503_on_the_only_target_is_retried_once_and_leaves_no_timer(
@@ -102,7 +103,7 @@ async def test_an_unbroken_failure_is_retried_once_then_answered(
     assert gateway.fake.calls == [PRIMARY, PRIMARY]
 
 
-# --- decisions 13 and 16: the pair, not the connection; bounded recovery ---------------------
+# --- the pair, not the connection; bounded recovery ------------------------------------------
 
 
 async def test_three_failures_of_one_model_lock_that_pair_and_its_other_models_keep_serving(
@@ -170,7 +171,7 @@ async def test_a_lower_cap_setting_shortens_the_lock(gateway: Gateway, primary: 
     assert await lock_remaining(gateway, primary, "a") == 2
 
 
-# --- decision 15: panic instead of refusal ---------------------------------------------------
+# --- panic instead of refusal ----------------------------------------------------------------
 
 
 async def test_when_only_self_set_timers_exclude_every_target_one_panic_attempt_is_made(
@@ -219,7 +220,7 @@ async def test_an_upstream_hinted_lock_is_never_overridden_by_panic(
     assert len(gateway.fake.calls) == calls
 
 
-# --- decision 13: a hinted 429 is the pair's -------------------------------------------------
+# --- a hinted 429 is the pair's --------------------------------------------------------------
 
 
 async def test_a_combo_on_one_connection_falls_back_to_the_other_model_on_a_hinted_429(
@@ -255,7 +256,7 @@ async def test_a_combo_on_one_connection_falls_back_on_every_503(
     assert await gateway.cooling_for(primary) == 0
 
 
-# --- decision 17: client mistakes stay with the client --------------------------------------
+# --- client mistakes stay with the client ---------------------------------------------------
 
 
 NOT_FOUND = error(404, "The model `nope` does not exist", "model_not_found")

@@ -1,8 +1,7 @@
 """The provider breaker, end to end through the chat consumer: short-circuit, probes, combos.
 
 An ``httpx.MockTransport`` plays the upstream and a ``MemoryStore`` on a fake clock holds the
-resilience state, so reset timeouts and de-duplication windows pass without sleeping
-(reference-part1 §2.6, §2.8 and §3).
+resilience state, so reset timeouts and de-duplication windows pass without sleeping.
 """
 
 from __future__ import annotations
@@ -13,9 +12,9 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.domain.breaker import Breaker, BreakerPolicy, BreakerState
+from omniroute.core import tasks
+from resilience.domain.breaker.machine import Breaker, BreakerPolicy, BreakerState
 from resilience.models import CircuitBreaker
-from resilience.persistence import persistence_flush
 from resilience.services import breakers as breaker_services
 from routing.models import Provider
 from tests.routing.breaker_support import (
@@ -76,7 +75,7 @@ async def test_an_open_breaker_answers_503_without_calling_upstream(
 async def test_an_opening_is_written_before_its_answer_returns(
     gateway: Gateway, acme_primary: int, thresholds: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Decision 18: a kill right after the answer must not lose an open breaker. The spy's
+    # Durable state: a kill right after the answer must not lose an open breaker. The spy's
     # write of the opening takes many loop turns: only an awaited write ends before the answer.
     written: list[str] = []
     persist = breaker_services.persist_breaker
@@ -96,7 +95,7 @@ async def test_an_opening_is_written_before_its_answer_returns(
     await trip(gateway)
 
     assert "open" in written
-    await persistence_flush()
+    await tasks.flush()
     row = await CircuitBreaker.objects.aget(name="acme")
     assert (row.state, row.failure_count) == ("open", THRESHOLD)
 
@@ -201,7 +200,7 @@ async def test_a_combo_failure_counts_only_when_the_next_step_leaves_the_provide
 ) -> None:
     # The second step answers 429 (never counted) rather than 200, whose success would take
     # one failure off acme's count and hide a wrongly counted one. The first step's failure is
-    # network-level, so it counts on its own (decision 14).
+    # network-level, so it counts on its own.
     same = next_provider == "acme"
     second, second_secret = (
         ((acme, acme_backup), A_BACKUP_SECRET) if same else ((bravo, bravo_only), B_SECRET)

@@ -1,5 +1,5 @@
-"""What counts against the provider breaker, through the chat consumer (reference-part1 §2.6,
-spec decision 14): not client errors or rate limits, not one pair's 5xx, but network failures,
+"""What counts against the provider breaker, through the chat consumer: not
+client errors or rate limits, not one pair's 5xx, but network failures,
 5xx across pairs and a failure rate among successes.
 """
 
@@ -9,7 +9,7 @@ import httpx
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.domain.breaker import BreakerState
+from resilience.domain.breaker.machine import BreakerState
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_state_reset
 from routing.services.connections import connection_state_write
@@ -80,7 +80,7 @@ PINNED = {
 async def test_server_errors_and_timeouts_of_one_pair_never_open_the_breaker(
     gateway: Gateway, acme_primary: int, thresholds: None, behaviour: Behaviour
 ) -> None:
-    # Decision 14: one failing (connection, model) pair says nothing about the provider.
+    # One failing (connection, model) pair says nothing about the provider.
     gateway.fake.behaviours[A_SECRET] = behaviour
 
     await gateway.fail(A_MODEL, THRESHOLD * 3)
@@ -133,7 +133,7 @@ async def test_a_repeat_inside_the_connection_dedup_window_is_not_counted(
 async def test_a_failure_rate_among_successes_opens_the_breaker(
     gateway: Gateway, acme_primary: int, thresholds: None
 ) -> None:
-    # Decision 14: within the window, at least minimumCalls (10) calls, 50 % of them failed
+    # Within the window, at least minimumCalls (10) calls, 50 % of them failed
     # (two pairs, so not pinned), with successes in between: the consecutive count never
     # reaches the threshold (most failures fall in the 5 s de-duplication window too).
     failures = 0

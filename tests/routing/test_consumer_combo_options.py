@@ -1,4 +1,4 @@
-"""Strategy options through the chat consumer (reference-part2 §7.2 items 1-4): sticky weighted
+"""Strategy options through the chat consumer: sticky weighted
 and round-robin turns, priority's fallback-only steps, round-robin's member gates, and the
 context-relay handoff."""
 
@@ -12,14 +12,14 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.strategies as strategies
-from routing import context_relay
-from routing.attempts import AttemptContext
-from routing.domain.planning import plan_route
-from routing.domain.quota import quota_key
-from routing.guards.admission import member_requirement
+import routing.strategies.sources as strategies
+from routing.domain.plan.planning import plan_route
+from routing.domain.quota.snapshots import quota_key
 from routing.models import Provider
+from routing.proxy.context import AttemptContext
+from routing.proxy.guards.admission import member_requirement
 from routing.snapshot import current_snapshot
+from routing.strategies import context_relay
 from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import (
     OK,
@@ -117,7 +117,7 @@ async def test_member_requirement_caps_each_member(gateway: Gateway, acme: Provi
     snapshot = await current_snapshot()
     key = next(iter(snapshot.keys_by_hash.values()))
     plan = plan_route(snapshot, "team", key)
-    context = AttemptContext("r1", key, plan, False, snapshot)
+    context = AttemptContext.start("r1", key, plan, False, snapshot)
 
     first = member_requirement(plan.targets[0], context)
 
@@ -138,9 +138,13 @@ async def test_context_relay_hands_the_conversation_to_the_next_account(
     a, b, _ = await database_sync_to_async(combo_of)(acme, "context-relay", options=options)
     summary = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "GIST"}}]}
     nearly_spent = {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "30"}
-    gateway.fake.behaviours.update({
-        KEYS[0]: answer(200, orjson.dumps(summary), nearly_spent), KEYS[1]: OK, KEYS[2]: OK,
-    })  # fmt: skip
+    gateway.fake.behaviours.update(
+        {
+            KEYS[0]: answer(200, orjson.dumps(summary), nearly_spent),
+            KEYS[1]: OK,
+            KEYS[2]: OK,
+        }
+    )
 
     assert (await chat_with_session(gateway, "plan the trip")).connection == a
     await asyncio.gather(*context_relay._background)
@@ -173,8 +177,9 @@ async def test_context_relay_needs_a_stable_session_id(gateway: Gateway, acme: P
     await database_sync_to_async(combo_of)(acme, "context-relay", options=options)
     summary = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "GIST"}}]}
     nearly_spent = {"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": "30"}
-    gateway.fake.behaviours.update(dict.fromkeys(KEYS, answer(200, orjson.dumps(summary),
-                                                              nearly_spent)))  # fmt: skip
+    gateway.fake.behaviours.update(
+        dict.fromkeys(KEYS, answer(200, orjson.dumps(summary), nearly_spent))
+    )
 
     assert (await gateway.call("team")).status == 200  # no session header: "hi" is no session
     await asyncio.gather(*context_relay._background)

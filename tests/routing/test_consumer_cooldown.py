@@ -1,11 +1,11 @@
 """Connection cooldowns and terminal states, end to end through the chat consumer.
 
 An ``httpx.MockTransport`` plays two keys of one API-key provider and a ``MemoryStore`` on a
-fake clock holds the resilience state, so cooldowns run out without sleeping (reference-part1
-§4.3-§4.7: hinted and scaled cooldowns, the anti-thundering-herd guard, terminal states,
+fake clock holds the resilience state, so cooldowns run out without sleeping
+(hinted and scaled cooldowns, the anti-thundering-herd guard, terminal states,
 ``disable_cooling``, success clearing once, the operator reset).
 
-Only account-wide evidence cools a whole connection (spec decision 13): here the provider
+Only account-wide evidence cools a whole connection: here the provider
 counts quota per account (``per_model_quota`` off), so its 429s are charged to the connection.
 5xx are charged to the (connection, model) pair and never cool a connection (see
 ``test_consumer_availability``).
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.domain.breaker import BreakerState
+from omniroute.core import tasks
+from resilience.domain.breaker.machine import BreakerState
 from resilience.domain.connection_state import ConnectionState
-from resilience.persistence import persistence_flush
 from resilience.services import connections as connection_services
 from resilience.services import resilience_settings_update
 from resilience.services.breakers import breaker_get
@@ -43,7 +43,7 @@ from tests.routing.harness import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # A self-set timer (no upstream hint) starts at availability.transientCooldownBaseMs, 2 s, and
-# doubles with each failed try up to availability.transientCooldownCapMs, 30 s (decision 25);
+# doubles with each failed try up to availability.transientCooldownCapMs, 30 s;
 # the backoff level stops rising at the cap.
 SCALED = [(2, 1), (4, 2), (8, 3), (16, 4), (30, 4), (30, 4), (30, 4)]
 # A 429 without a hint on an account-wide-quota provider: the connection cools, scaled.
@@ -162,7 +162,7 @@ async def test_a_terminal_connection_is_never_asked_again(
     # then: it was never asked, and stays terminal in the store and in its row
     assert fake.calls == [PRIMARY] + [BACKUP] * 6
     assert (await gateway.state(primary)).test_status == terminal
-    await persistence_flush()
+    await tasks.flush()
     row = await ProviderConnection.objects.aget(pk=primary)
     assert (row.test_status, row.rate_limited_until) == (terminal, None)
 
@@ -170,7 +170,7 @@ async def test_a_terminal_connection_is_never_asked_again(
 async def test_a_terminal_state_is_written_before_its_answer_returns(
     gateway: Gateway, primary: int, backup: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Decision 18: the spy's write takes many loop turns; only an awaited write ends first.
+    # Durable before the answer: the spy's write takes many loop turns; only an awaited one wins.
     written: list[str] = []
     persist = connection_services.persist_connection_state
 
@@ -189,7 +189,7 @@ async def test_a_terminal_state_is_written_before_its_answer_returns(
     assert (await gateway.call()).connection == backup
 
     assert written == ["expired"]
-    await persistence_flush()
+    await tasks.flush()
     row = await ProviderConnection.objects.aget(pk=primary)
     assert row.test_status == "expired"
 
@@ -201,7 +201,7 @@ async def test_the_operator_reset_brings_a_terminal_connection_back(
     fake.behaviours.update({PRIMARY: error(401, "Incorrect API key provided"), BACKUP: OK})
     await gateway.call()
     assert (await gateway.state(primary)).test_status == "expired"
-    await persistence_flush()
+    await tasks.flush()
 
     row = await ProviderConnection.objects.aget(pk=primary)
     await database_sync_to_async(operator_reset)(connection=row)
@@ -239,7 +239,7 @@ async def test_a_success_clears_the_error_fields_once(
     # then: one clean write, and nothing for the second success
     assert written == [(primary, failed), (primary, ConnectionState())]
     assert (failed.error_code, failed.backoff_level) == ("429", 1)
-    await persistence_flush()
+    await tasks.flush()
     row = await ProviderConnection.objects.aget(pk=primary)
     cleared = (row.test_status, row.rate_limited_until, row.backoff_level, row.last_error)
     assert cleared == ("active", None, 0, "")

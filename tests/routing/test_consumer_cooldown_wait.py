@@ -1,4 +1,4 @@
-"""The cooldown-aware wait through the chat consumer (reference-part2 §4; decisions 11 and 20):
+"""The cooldown-aware wait through the chat consumer:
 a combo whose every target ended the pass behind a timer worth waiting for waits for the first
 to end and tries again, instead of answering 429. The policy's waits run on the fake clock."""
 

@@ -1,10 +1,11 @@
-"""The egress-bucketed lock (reference-part1 §7.5), end to end through the chat consumer.
+"""The egress-bucketed lock, end to end through the chat consumer.
 
 Some providers count quota per egress address rather than per key. For a provider flagged
 ``egress_bucketed_lock``, every attempt's egress (the connection's ``proxy_url``, else
 ``direct``) goes to the proxy log in the background, and a 429 classified quota exhausted or
 rate limited cools the failing connection and every sibling seen behind the same egress in the
-last 24 h (``routing/guards/egress.py``). Here c1 and c2 go direct and c3 through a proxy (which
+last 24 h (``routing/proxy/guards/egress.py``). Here c1 and c2 go direct and c3 through a proxy
+(which
 the ``httpx.MockTransport`` ignores); the resilience state lives in a ``MemoryStore`` on the fake
 clock of ``conftest.py``.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.guards.egress as egress_guard
+import routing.proxy.guards.egress as egress_guard
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_key
 from routing.models import Combo, Provider, ProxyLog

@@ -1,4 +1,4 @@
-"""The fusion strategy through the chat consumer (reference-part2 §7.2 item 18): the panel is
+"""The fusion strategy through the chat consumer: the panel is
 asked in parallel, a judge writes one answer from the anonymised sources; no answer is a 503,
 one answer is returned as it is; tool requests skip the panel; the client's disconnect and the
 stragglers' grace cancel what is still running."""
@@ -12,11 +12,11 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.preludes.fusion as fusion_prelude
-from routing.domain.fusion import FusionSettings
-from routing.guards.admission import admission_stats
+import routing.proxy.preludes.fusion as fusion_prelude
 from routing.models import Provider, ProviderConnection
+from routing.proxy.guards.admission import admission_stats
 from routing.services import connection_save
+from routing.strategies.fusion import FusionSettings
 from tests.routing.fusion_support import (
     JUDGED,
     KEYS,
@@ -34,6 +34,7 @@ from tests.routing.fusion_support import (
 from tests.routing.harness import (
     RECEIVE_TIMEOUT_SECONDS,
     UNAVAILABLE,
+    FakeWriter,
     Gateway,
     Reply,
     communicator,
@@ -195,6 +196,27 @@ async def test_exactly_one_answer_streams_to_a_streaming_client(
     assert reply.status == 200 and reply.headers["content-type"] == "text/event-stream"
     assert text_of(reply) == TEXTS[1]
     assert reply.body.endswith(b"data: [DONE]\n\n")
+
+
+def with_usage(text: str) -> dict[str, Any]:
+    return {**completion(text), "usage": {"prompt_tokens": 9, "completion_tokens": 4}}
+
+
+@pytest.mark.parametrize("asked", [False, True])
+async def test_the_one_answer_s_usage_streams_only_to_a_client_that_asked_and_is_counted(
+    gateway: Gateway, team: list[int], asked: bool, request_log: FakeWriter
+) -> None:
+    gateway.fake.behaviours[KEYS[1]] = replying(with_usage, TEXTS[1])
+    gateway.fake.behaviours[KEYS[0]] = UNAVAILABLE
+    gateway.fake.behaviours[KEYS[2]] = UNAVAILABLE
+    options = {"stream_options": {"include_usage": True}} if asked else {}
+
+    reply = await ask(gateway, stream=True, **options)
+
+    assert text_of(reply) == TEXTS[1] and reply.body.endswith(b"data: [DONE]\n\n")
+    assert (b'"usage"' in reply.body) is asked
+    [record] = request_log.records
+    assert (record.tokens_in, record.tokens_out) == (9, 4)
 
 
 async def test_a_tool_request_goes_to_the_judge_only(gateway: Gateway, team: list[int]) -> None:

@@ -1,4 +1,4 @@
-"""Hedging a slow first token through the chat consumer (spec decisions 24 and 31).
+"""Hedging a slow first token through the chat consumer.
 
 The hedge delay is real time here (``attempts.hedgeAfterMs`` lowered to a fraction of a
 second); the resilience state runs on the fake clock. A slow upstream is one that holds its

@@ -1,4 +1,4 @@
-"""Managed inference through the relay consumer (reference-part2 §2.8): the lease headers, the
+"""Managed inference through the relay consumer: the lease headers, the
 fence before every attempt (also after a wait at a semaphore), the plan bound to the lease, the
 routes a managed key may not take, and ordinary keys kept off managed connections. Lease errors
 are answered before any upstream call and never charged to a connection."""
@@ -13,19 +13,20 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
+from leases.activity import lease_activity_read
 from leases.domain.states import EndReason, LeaseState
 from leases.models import ExclusiveConnectionLease
 from leases.selectors import lease_active
 from leases.services import lease_acquire, lease_release
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_key
-from resilience.services.lockouts import lockout_list
-from routing.consumers import RelayConsumer
-from routing.domain.endpoints import MESSAGES, RESPONSES
-from routing.guards.admission import admission_stats
+from resilience.services.lockout_operations import lockout_list
+from routing.domain.client.endpoints import MESSAGES, RESPONSES
 from routing.models import Combo, Provider, ProviderConnection
+from routing.proxy.consumers import RelayConsumer
+from routing.proxy.guards.admission import admission_stats
+from routing.proxy.upstream.client import Upstream
 from routing.services import combo_save, connection_save
-from routing.upstream import Upstream
 from tests.routing.harness import (
     BACKUP,
     COMPLETION,
@@ -134,6 +135,20 @@ async def test_a_valid_lease_is_served_by_its_bound_connection(
     assert gateway.fake.calls == [BACKUP, BACKUP]  # not the primary, though it comes first
 
 
+async def test_each_managed_request_counts_on_its_lease(
+    gateway: Gateway, managed: tuple[int, str], both: tuple[int, int], process_store: None
+) -> None:
+    generation = await database_sync_to_async(lease)(managed[0], both[1])
+
+    for _ in range(2):
+        assert (await call(gateway, managed[1], lease_headers(OWNER, generation))).status == 200
+
+    held = await database_sync_to_async(lease_active)(owner_hash=hashed(OWNER))
+    assert held is not None
+    use = (await lease_activity_read(lease_ids=[held.id]))[held.id]
+    assert (use.request_count, use.active) == (2, True)  # what GET /api/sessions shows
+
+
 async def test_a_stale_generation_or_another_key_is_409_lease_fence_stale(
     gateway: Gateway, managed: tuple[int, str], both: tuple[int, int]
 ) -> None:
@@ -231,8 +246,10 @@ async def test_every_free_connection_held_by_others_is_429_with_retry_after(
     assert 119 <= int(reply.headers["retry-after"]) <= 120  # the others' fresh 120 s leases
     body = reply.json()
     assert (body["state"], body["eligibleCount"], body["freeCount"]) == (
-        "WAITING_FOR_CAPACITY", 2, 0,
-    )  # fmt: skip
+        "WAITING_FOR_CAPACITY",
+        2,
+        0,
+    )
     assert gateway.fake.requests == []
 
 
@@ -342,10 +359,18 @@ async def test_every_inference_endpoint_needs_the_lease(
     _, key = await database_sync_to_async(managed_key)([*both, anth])
     upstream = Upstream(httpx.MockTransport(gateway.fake))
     app = RelayConsumer.as_asgi(upstream=upstream, store=gateway.store, endpoint=endpoint)
-    body = orjson.dumps({"model": model, "input": "hi", "max_tokens": 5,
-                         "messages": [{"role": "user", "content": "hi"}]})  # fmt: skip
-    for headers, expected in ((lease_headers(None, None), (400, "LEASE_CONTEXT_REQUIRED")),
-                              (lease_headers(OWNER, 1), (409, "LEASE_REQUIRED"))):  # fmt: skip
+    body = orjson.dumps(
+        {
+            "model": model,
+            "input": "hi",
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
+    for headers, expected in (
+        (lease_headers(None, None), (400, "LEASE_CONTEXT_REQUIRED")),
+        (lease_headers(OWNER, 1), (409, "LEASE_REQUIRED")),
+    ):
         comm = communicator(app, key, path=path, extra_headers=headers)
         await send_body(comm, body)
         reply = await read_reply(comm)

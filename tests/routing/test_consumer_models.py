@@ -81,8 +81,12 @@ async def test_the_list_is_in_openai_shape_by_default(catalog: None, plain_key: 
     assert [model["id"] for model in body["data"]] == ALL
     assert {model["object"] for model in body["data"]} == {"model"}
     owners = {model["id"]: model["owned_by"] for model in body["data"]}
-    assert owners == {"acme/m1": "acme", "acme/org/m2": "acme", "claude/opus": "claude",
-                      "team": "omniroute"}  # fmt: skip
+    assert owners == {
+        "acme/m1": "acme",
+        "acme/org/m2": "acme",
+        "claude/opus": "claude",
+        "team": "omniroute",
+    }
 
 
 @pytest.mark.parametrize("auth", [x_api_key, bearer], ids=["x-api-key", "bearer"])
@@ -189,8 +193,9 @@ async def test_a_bad_key_is_a_401_in_the_clients_shape(catalog: None, path: str)
     assert anthropic.status == 401
     error_object = anthropic_error(anthropic)
     assert (error_object["type"], error_object["code"]) == (
-        "authentication_error", "invalid_api_key"
-    )  # fmt: skip
+        "authentication_error",
+        "invalid_api_key",
+    )
 
 
 async def test_a_post_is_a_405_in_openai_shape(catalog: None, plain_key: str) -> None:

@@ -1,4 +1,4 @@
-"""The pipeline strategy through the chat consumer (reference-part2 §7.2 item 19): the stages
+"""The pipeline strategy through the chat consumer: the stages
 run in order, each later one reviewing the previous one's answer; only the last stage's answer
 reaches the client, streamed if asked; a failing stage ends the request with its error."""
 
@@ -10,9 +10,9 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-from routing.domain.fusion import REVIEW_PROMPT
 from routing.models import Combo, Provider
 from routing.services import combo_save
+from routing.strategies.fusion import REVIEW_PROMPT
 from tests.routing.fusion_support import (
     KEYS,
     body_of,
@@ -126,8 +126,7 @@ async def test_a_stage_fails_over_within_its_own_targets(gateway: Gateway, acme:
             {"provider": bravo, "model": "beta"},
             {"provider": acme, "model": "gamma", "connection_id": last},
         ]
-        combo_save(combo=Combo(), fields={"name": "team", "strategy": "pipeline"},
-                   targets=targets)  # fmt: skip
+        combo_save(combo=Combo(), fields={"name": "team", "strategy": "pipeline"}, targets=targets)
 
     await database_sync_to_async(middle_on_two_connections)()
     stages_answer(gateway)
@@ -146,8 +145,7 @@ async def test_a_one_step_pipeline_is_an_ordinary_request(gateway: Gateway, acme
     def one_step() -> None:
         cid = add_connection(acme, "only", KEYS[0], priority=10)
         targets = [{"provider": acme, "model": "alpha", "connection_id": cid}]
-        combo_save(combo=Combo(), fields={"name": "team", "strategy": "pipeline"},
-                   targets=targets)  # fmt: skip
+        combo_save(combo=Combo(), fields={"name": "team", "strategy": "pipeline"}, targets=targets)
 
     await database_sync_to_async(one_step)()
     gateway.fake.behaviours[KEYS[0]] = streaming(answer_chunks(["Just ", "one."]))

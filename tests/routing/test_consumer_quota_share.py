@@ -1,4 +1,4 @@
-"""A quota-share combo through the chat consumer (reference-part2 §3.2): load shared in
+"""A quota-share combo through the chat consumer: load shared in
 proportion to the weights, and a connection at its cap demoted behind the others."""
 
 from __future__ import annotations
@@ -9,11 +9,9 @@ from collections.abc import Iterator
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.strategies as strategies
-from resilience.domain.quota_share_settings import QuotaShareSettings
-from resilience.store import MemoryStore
-from routing.attempts import AttemptContext
-from routing.domain.config import (
+import routing.strategies.sources as strategies
+from omniroute.core.store import MemoryStore
+from routing.domain.config.snapshot import (
     ComboInfo,
     ComboStep,
     ConfigSnapshot,
@@ -21,10 +19,13 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
-from routing.domain.planning import RoutePlan, Target
-from routing.domain.quota_share import QuotaShareState
+from routing.domain.plan.planning import RoutePlan, Target
+from routing.domain.settings.quota_share import QuotaShareSettings
 from routing.models import Combo, Provider
+from routing.proxy.context import AttemptContext
 from routing.services import combo_save
+from routing.strategies.quota_share.drr import QuotaShareState
+from routing.strategies.steps import order_targets
 from tests.routing.harness import OK, Gateway, add_connection, read_reply
 from tests.routing.test_consumer_admission import Gauge, settle, start
 
@@ -92,10 +93,17 @@ async def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: b
     off, it takes part as if it had room."""
     alpha = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", "openai")
     connections = [
-        ConnectionInfo(id=i, provider="alpha", name=f"c{i}", priority=i, base_url="x",
-                       auth_type="api_key", max_concurrent=1 if i == 3 else None)
+        ConnectionInfo(
+            id=i,
+            provider="alpha",
+            name=f"c{i}",
+            priority=i,
+            base_url="x",
+            auth_type="api_key",
+            max_concurrent=1 if i == 3 else None,
+        )
         for i in (1, 2, 3)
-    ]  # fmt: skip
+    ]
     targets = tuple(Target(alpha, c, "m", step) for step, c in enumerate(connections))
     steps = tuple(
         ComboStep("alpha", "m", c.id, w) for c, w in zip(connections, (1, 1, 2), strict=True)
@@ -105,10 +113,10 @@ async def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: b
         quota_share=QuotaShareSettings(enabled=enabled),
     )
     plan = RoutePlan("share", "quota-share", targets, "share")
-    context = AttemptContext("r1", KEY, plan, False, snapshot)
+    context = AttemptContext.start("r1", KEY, plan, False, snapshot)
     strategies.quota_share_state.acquire(3, strategies.clock())  # connection 3 at its cap
 
-    await strategies.order_targets(context, MemoryStore())
+    await order_targets(context, MemoryStore())
 
     deficits = strategies.quota_share_state.deficits("share")
     assert ("3:m" in deficits) is not enabled
@@ -120,7 +128,7 @@ async def test_the_limit_decides_whether_a_capped_connection_is_gated(enabled: b
 async def test_a_quota_share_dispatch_whose_slot_wait_fails_goes_ahead_without_one(
     gateway: Gateway, acme: Provider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import routing.guards.admission as admission
+    import routing.proxy.guards.admission as admission
 
     monkeypatch.setattr(admission, "SEMAPHORE_MAX_QUEUE", 1)
     await database_sync_to_async(add_connection)(acme, "only", KEYS[0], max_concurrent=1)

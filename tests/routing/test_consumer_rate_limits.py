@@ -1,4 +1,4 @@
-"""Rate limits cost latency, not answers (spec decisions 23, 28 and 29), through the chat
+"""Rate limits cost latency, not answers, through the chat
 consumer.
 
 A short upstream hint (a ``Retry-After`` within ``attempts.maxRetryAfterWaitMs``) is handled by
@@ -19,12 +19,13 @@ from channels.db import database_sync_to_async
 from resilience.domain.attribution import TimerClass
 from resilience.domain.lockout import LockoutSettings, LockRequest
 from resilience.services import resilience_settings_update
-from resilience.services.lockouts import lockout_list, pair_record_hinted
-from routing.attempts import AttemptContext
-from routing.domain.config import ConfigSnapshot
-from routing.domain.planning import RoutePlan, Target
-from routing.guards.lockout import ModelLockoutFilter
+from resilience.services.lockout_operations import lockout_list
+from resilience.services.lockouts import pair_record_hinted
+from routing.domain.config.snapshot import ConfigSnapshot
+from routing.domain.plan.planning import RoutePlan, Target
 from routing.models import Provider
+from routing.proxy.context import AttemptContext
+from routing.proxy.guards.lockout import ModelLockoutFilter
 from routing.snapshot import current_snapshot
 from tests.routing.harness import (
     BACKUP,
@@ -48,7 +49,7 @@ LONG = error(429, "slow down", headers={"retry-after": "30"})
 def context_for(target: Target, config: ConfigSnapshot) -> AttemptContext:
     key = next(iter(config.keys_by_hash.values()))
     plan = RoutePlan("acme/a", "single", (target,))
-    return AttemptContext("request", key, plan, stream=False, snapshot=config)
+    return AttemptContext.start("request", key, plan, stream=False, snapshot=config)
 
 
 def counted(calls: list[float], gateway: Gateway, then: Behaviour) -> Behaviour:
@@ -200,7 +201,7 @@ async def test_a_probe_is_claimed_once_and_the_others_poll_until_it_answers(
     assert await guard.exclude(target, follower) is None
 
 
-# --- decision 27: a provider whose quota is account-wide ------------------------------------
+# --- a provider whose quota is account-wide -------------------------------------------------
 
 
 @pytest.fixture

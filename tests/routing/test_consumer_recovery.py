@@ -1,4 +1,4 @@
-"""Recovery follows the upstream (spec decision 25), through the chat consumer: a self-set
+"""Recovery follows the upstream, through the chat consumer: a self-set
 pair lock starts at ``availability.transientCooldownBaseMs``, doubles with each failed probe
 (a panic attempt included) up to ``transientCooldownCapMs``, and a success starts the next
 one from the base again, so a target serves again about the outage's own length after it
@@ -12,7 +12,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 from resilience.services import resilience_settings_update
-from resilience.services.lockouts import lockout_list
+from resilience.services.lockout_operations import lockout_list
 from tests.routing.harness import BACKUP, OK, PRIMARY, UNAVAILABLE, Behaviour, Gateway
 from tests.routing.test_consumer_availability import BASE_SECONDS, CAP_SECONDS, lock_remaining
 

@@ -1,5 +1,5 @@
 """Combo resolution through the chat consumer: targets the catalog says cannot serve a request
-are never asked (reference-part2 §7.1, §7.3), nested combos and wildcards answer."""
+are never asked, nested combos and wildcards answer."""
 
 from __future__ import annotations
 
@@ -76,8 +76,12 @@ async def test_a_prompt_too_big_for_every_target_is_404_without_an_upstream_call
     assert reply.status == 404
     body = reply.json()
     assert body["error"]["code"] == "context_requirements_exhausted"
-    skipped = {"provider": "acme", "model": "small", "connection": primary,
-               "reasons": ["context_window"]}  # fmt: skip
+    skipped = {
+        "provider": "acme",
+        "model": "small",
+        "connection": primary,
+        "reasons": ["context_window"],
+    }
     assert body["diagnostics"]["skipped"] == [skipped]
     assert gateway.fake.requests == []
 

@@ -1,7 +1,7 @@
 """Status restatement, provider error rules and the request-rejected streak, end to end.
 
 The chat consumer runs over an ``httpx.MockTransport`` upstream and a ``MemoryStore`` on a fake
-clock (reference-part1 §4.6, §6, §7): agentrouter's seeded rules, an operator rule added in the
+clock: agentrouter's seeded rules, an operator rule added in the
 admin taking effect on the next request, and refusals escalating 5 min, 15 min, banned.
 """
 
@@ -18,7 +18,7 @@ from django.test import Client
 from django.urls import reverse
 
 from resilience.domain.connection_state import ConnectionState
-from resilience.rules_models import ProviderErrorRule
+from resilience.models.rules import ProviderErrorRule
 from resilience.services.lockouts import lockout_record
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_clear_error, provider_save
@@ -117,9 +117,13 @@ async def test_a_model_access_403_is_not_restated_and_locks_only_that_model(
 
 def post_error_rule(client: Client, **fields: str) -> Any:
     form = {
-        "position": "0", "is_enabled": "on", "header_name": "", "header_match": "equals",
-        "header_value": "", **fields,
-    }  # fmt: skip
+        "position": "0",
+        "is_enabled": "on",
+        "header_name": "",
+        "header_match": "equals",
+        "header_value": "",
+        **fields,
+    }
     return client.post(reverse("admin:resilience_providererrorrule_add"), form)
 
 
@@ -130,14 +134,20 @@ async def test_an_operator_rule_added_in_the_admin_applies_to_the_next_request(
     await database_sync_to_async(add_connection)(acme, "backup", BACKUP, priority=20)
     gateway.fake.behaviours.update({PRIMARY: error(429, "org cap reached"), BACKUP: OK})
     # given: without a rule, the 429 (no hint, per-model quota) is charged to the pair only:
-    # counted, no timer on the connection (decisions 13 and 14)
+    # counted, no timer on the connection
     assert (await gateway.call("acme/m1")).status == 200
     assert await gateway.cooling_for(primary) == 0
     # when: an operator adds a rule in the admin
     response = await database_sync_to_async(post_error_rule)(
-        staff_client, provider="acme", rule_id="acme-org-cap", status="429", match="org cap",
-        scope="connection", reason="quota_exhausted", cooldown_ms="90000",
-    )  # fmt: skip
+        staff_client,
+        provider="acme",
+        rule_id="acme-org-cap",
+        status="429",
+        match="org cap",
+        scope="connection",
+        reason="quota_exhausted",
+        cooldown_ms="90000",
+    )
     assert response.status_code == 302
     assert response.url == reverse("admin:resilience_providererrorrule_changelist")
     # then: the very next 429 cools it for the rule's 90 s
@@ -184,8 +194,15 @@ async def test_refusals_cool_5_then_15_minutes_and_the_third_bans(
     gateway.clock.advance(24 * 3600)
     assert (await gateway.call("acme/m1")).status == 200
     assert gateway.fake.calls == [
-        PRIMARY, BACKUP, BACKUP, PRIMARY, BACKUP, PRIMARY, BACKUP, BACKUP,
-    ]  # fmt: skip
+        PRIMARY,
+        BACKUP,
+        BACKUP,
+        PRIMARY,
+        BACKUP,
+        PRIMARY,
+        BACKUP,
+        BACKUP,
+    ]
 
 
 async def test_a_refusal_arriving_during_the_cooldown_is_not_counted(
@@ -225,7 +242,7 @@ async def test_a_success_between_refusals_clears_the_streak(
     assert again.remaining(gateway.clock.now) == 300  # a first refusal again, not a second
 
 
-# Spec §4.6: an operator reset clears the streak, so the next refusal is a first one again.
+# An operator reset clears the streak, so the next refusal is a first one again.
 async def test_the_operator_reset_clears_the_streak(
     gateway: Gateway, pair: tuple[int, int], process_store: None
 ) -> None:

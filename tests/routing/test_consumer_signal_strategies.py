@@ -1,5 +1,5 @@
-"""The combo strategies that read signals beyond request counts, through the chat consumer
-(reference-part2 §7.2 items 10-12, 15-17): the last good target, the catalog's context
+"""The combo strategies that read signals beyond request counts, through the chat consumer:
+the last good target, the catalog's context
 windows, the prompt's cache key, and the accounts' quota snapshots."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.quota_strategies as quota_strategies
-from routing.domain.quota import QuotaSnapshot, QuotaWindow, quota_key
+import routing.strategies.sources as quota_strategies
+from routing.domain.quota.snapshots import QuotaSnapshot, QuotaWindow, quota_key
 from routing.models import Combo, ModelCatalogEntry, Provider
 from routing.services import catalog_entry_save, combo_save
 from tests.routing.combo_support import KEYS, combo_of
@@ -38,9 +38,9 @@ HOUR = 3600.0
 
 @pytest.fixture(autouse=True)
 def quota_clock() -> Iterator[None]:
-    quota_strategies.clock = lambda: NOW
+    quota_strategies.wall_clock = lambda: NOW
     yield
-    quota_strategies.clock = time.time
+    quota_strategies.wall_clock = time.time
 
 
 @pytest.fixture
@@ -80,8 +80,9 @@ async def test_context_optimized_asks_the_largest_window_first(
     def setup() -> None:
         a = add_connection(acme, "a", KEYS[0])
         targets = [{"provider": acme, "model": m, "connection_id": a} for m in ("small", "big")]
-        combo_save(combo=Combo(), fields={"name": "team", "strategy": "context-optimized"},
-                   targets=targets)  # fmt: skip
+        combo_save(
+            combo=Combo(), fields={"name": "team", "strategy": "context-optimized"}, targets=targets
+        )
         for model, window in (("small", 8_000), ("big", 200_000)):
             entry = ModelCatalogEntry(provider=acme, model=model)
             catalog_entry_save(entry=entry, fields={"context_window": window})
@@ -126,11 +127,15 @@ async def test_reset_aware_prefers_the_account_with_quota_to_spare(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
     ids = await database_sync_to_async(combo_of)(acme, "reset-aware")
-    await set_quota(gateway, ids, [
-        snapshot({"session": (0.9, 4), "weekly": (0.9, 100)}),
-        snapshot({"session": (0.1, 4), "weekly": (0.1, 100)}),
-        snapshot({"session": (1.0, 4), "weekly": (1.0, 100)}, limit=True),
-    ])  # fmt: skip
+    await set_quota(
+        gateway,
+        ids,
+        [
+            snapshot({"session": (0.9, 4), "weekly": (0.9, 100)}),
+            snapshot({"session": (0.1, 4), "weekly": (0.1, 100)}),
+            snapshot({"session": (1.0, 4), "weekly": (1.0, 100)}, limit=True),
+        ],
+    )
 
     await gateway.call("team")
 
@@ -141,10 +146,15 @@ async def test_reset_window_spends_the_soonest_reset_first(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
     ids = await database_sync_to_async(combo_of)(acme, "reset-window")
-    await set_quota(gateway, ids, [
-        snapshot({"weekly": (0.5, 100)}), snapshot({"weekly": (0.5, 30)}),
-        snapshot({"weekly": (0.5, 60)}),
-    ])  # fmt: skip
+    await set_quota(
+        gateway,
+        ids,
+        [
+            snapshot({"weekly": (0.5, 100)}),
+            snapshot({"weekly": (0.5, 30)}),
+            snapshot({"weekly": (0.5, 60)}),
+        ],
+    )
 
     await gateway.call("team")
 
@@ -155,11 +165,15 @@ async def test_headroom_asks_the_least_used_account_first(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
     ids = await database_sync_to_async(combo_of)(acme, "headroom")
-    await set_quota(gateway, ids, [
-        snapshot({"session": (0.2, 4), "weekly": (0.7, 100)}),
-        snapshot({"session": (0.5, 4), "weekly": (0.6, 100)}),
-        snapshot({"session": (0.3, 4), "weekly": (0.1, 100)}),
-    ])  # fmt: skip
+    await set_quota(
+        gateway,
+        ids,
+        [
+            snapshot({"session": (0.2, 4), "weekly": (0.7, 100)}),
+            snapshot({"session": (0.5, 4), "weekly": (0.6, 100)}),
+            snapshot({"session": (0.3, 4), "weekly": (0.1, 100)}),
+        ],
+    )
 
     await gateway.call("team")
 
@@ -170,11 +184,17 @@ async def test_a_reset_that_passed_since_the_reading_frees_the_window(
     gateway: Gateway, acme: Provider, all_ok: None
 ) -> None:
     ids = await database_sync_to_async(combo_of)(acme, "headroom")
-    await set_quota(gateway, ids, [
-        snapshot({"session": (0.9, -1), "weekly": (0.05, 100)}),  # its session reset an hour ago
-        snapshot({"session": (0.5, 4), "weekly": (0.5, 100)}),
-        snapshot({"session": (0.6, 4), "weekly": (0.6, 100)}),
-    ])  # fmt: skip
+    await set_quota(
+        gateway,
+        ids,
+        [
+            snapshot(
+                {"session": (0.9, -1), "weekly": (0.05, 100)}
+            ),  # its session reset an hour ago
+            snapshot({"session": (0.5, 4), "weekly": (0.5, 100)}),
+            snapshot({"session": (0.6, 4), "weekly": (0.6, 100)}),
+        ],
+    )
 
     await gateway.call("team")
 

@@ -1,4 +1,4 @@
-"""An open provider breaker survives a Redis that restarts empty (spec decision 18).
+"""An open provider breaker survives a Redis that restarts empty.
 
 The gateway's store is a ``ResilientStore`` on this module's own ``redis-server``
 (``tests/redis_server.py``), which is killed and started again, empty, on the same port. The
@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from resilience.domain.breaker import BreakerState
-from resilience.persistence import persistence_flush
+from omniroute.core import tasks
+from omniroute.core.store import RedisStore
+from omniroute.core.store.resilient import ResilientStore
+from resilience.domain.breaker.machine import BreakerState
 from resilience.services.housekeeping import housekeeping_settle
-from resilience.store import RedisStore
-from resilience.store.resilient import ResilientStore
 from tests.databases import redis_prefix
 from tests.redis_server import RedisServer, running_redis
 from tests.resilience.conftest import FakeClock as Monotonic
@@ -56,7 +56,7 @@ async def redis_gateway(
     )
     yield Gateway(gateway.key, gateway.fake, clock, store)
     await housekeeping_settle()
-    await persistence_flush()
+    await tasks.flush()
     await store.close()
 
 
@@ -73,7 +73,7 @@ async def test_an_open_breaker_refuses_the_first_requests_after_redis_restarts_e
     fake: FakeUpstream = redis_gateway.fake
     fake.behaviours[A_SECRET] = UNAVAILABLE
     await trip(redis_gateway)
-    await persistence_flush()
+    await tasks.flush()
     assert (await redis_gateway.breaker("acme")).state is BreakerState.OPEN
     asked = len(fake.calls)
     assert asked == THRESHOLD + 1

@@ -1,4 +1,4 @@
-"""Combo strategies through the chat consumer (reference-part2 §7.2): each orders the combo's
+"""Combo strategies through the chat consumer: each orders the combo's
 targets per request from its signals, with the random source fixed."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from collections.abc import Iterator
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.strategies as strategies
-from resilience.store import Json
-from routing.domain.ordering import Deck
+import routing.strategies.sources as strategies
+from omniroute.core.store import Json
 from routing.models import Combo, ModelCatalogEntry, Provider
 from routing.services import catalog_entry_save, combo_save
+from routing.strategies.draws import Deck
 from tests.routing.combo_support import KEYS, combo_of
 from tests.routing.harness import OK, UNAVAILABLE, Gateway, add_connection
 
@@ -131,10 +131,12 @@ async def test_cost_optimized_asks_the_cheapest_model_first(
 ) -> None:
     def setup() -> None:
         a = add_connection(acme, "a", KEYS[0], priority=10)
-        targets = [{"provider": acme, "model": m, "connection_id": a}
-                   for m in ("dear", "cheap", "unknown")]  # fmt: skip
-        combo_save(combo=Combo(), fields={"name": "team", "strategy": "cost-optimized"},
-                   targets=targets)  # fmt: skip
+        targets = [
+            {"provider": acme, "model": m, "connection_id": a} for m in ("dear", "cheap", "unknown")
+        ]
+        combo_save(
+            combo=Combo(), fields={"name": "team", "strategy": "cost-optimized"}, targets=targets
+        )
         for model, price in (("dear", "10"), ("cheap", "0.5")):
             entry = ModelCatalogEntry(provider=acme, model=model)
             catalog_entry_save(entry=entry, fields={"input_price_per_mtok": price})

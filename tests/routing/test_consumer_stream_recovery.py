@@ -1,5 +1,5 @@
 """Streams after commit through the chat consumer: a cut or a stall is finished on another
-target (prefill continuation, or regenerate-and-splice) or ended honestly (decision 22)."""
+target (prefill continuation, or regenerate-and-splice) or ended honestly."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.attempts as routing_attempts
+import routing.proxy.attempts as routing_attempts
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
-from routing.domain import stream_state
+from routing.domain.streams import state as stream_state
 from routing.models import ModelCatalogEntry, Provider
 from tests.routing.harness import BACKUP, PRIMARY, Gateway
 from tests.routing.stream_support import (
@@ -62,7 +62,7 @@ async def test_a_cut_is_finished_by_regeneration_and_the_text_arrives_once(
     assert b"up-2" not in reply.body  # the continuation speaks as the first stream
     assert gateway.fake.calls == [PRIMARY, BACKUP]
     assert [m[-1]["role"] for m in sent_messages(gateway, BACKUP)] == ["user"]  # no prefill
-    # the cut is a failed attempt of the pair that broke, recorded as one (decision 14)
+    # the cut is a failed attempt of the pair that broke, recorded as one
     broke = await lockout_record(store=gateway.store, provider="acme", connection_id=both[0])
     served = await lockout_record(store=gateway.store, provider="acme", connection_id=both[1])
     slot = model_slot("m1", LockScope.EXACT)
@@ -186,9 +186,10 @@ async def test_a_regeneration_whose_finish_completes_the_sent_text_is_not_diverg
 ) -> None:
     # the client has "The quick "; the regeneration says "The " then "quick " with its finish
     regenerated = [
-        chunk({"role": "assistant", "content": "The "}), chunk({"content": "quick "}, "stop"),
+        chunk({"role": "assistant", "content": "The "}),
+        chunk({"content": "quick "}, "stop"),
         b"data: [DONE]\n\n",
-    ]  # fmt: skip
+    ]
     gateway.fake.behaviours.update({PRIMARY: cut_after(2), BACKUP: streaming(regenerated)})
 
     reply = await ask(gateway)

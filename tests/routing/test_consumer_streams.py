@@ -13,7 +13,7 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.streams as routing_streams
+import routing.proxy.streams as routing_streams
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
 from routing.models import Combo, Provider, ProviderConnection
@@ -87,7 +87,7 @@ async def test_a_stream_failing_before_its_first_token_fails_over_unseen(
 async def test_a_slow_first_token_fails_over_before_any_byte(
     gateway: Gateway, both: tuple[int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import routing.attempts as routing_attempts
+    import routing.proxy.attempts as routing_attempts
 
     real = routing_attempts.limits_for
 
@@ -97,9 +97,11 @@ async def test_a_slow_first_token_fails_over_before_any_byte(
 
     monkeypatch.setattr(routing_attempts, "limits_for", short)
     gateway.fake.behaviours.update(
-        {PRIMARY: streaming([chunk({"role": "assistant"})], hang=True),
-         BACKUP: streaming(answer_chunks())}
-    )  # fmt: skip
+        {
+            PRIMARY: streaming([chunk({"role": "assistant"})], hang=True),
+            BACKUP: streaming(answer_chunks()),
+        }
+    )
 
     reply = await ask(gateway)
 
@@ -129,7 +131,7 @@ async def test_a_body_ending_without_done_finishes_with_usage_and_a_done(
 ) -> None:
     gateway.fake.behaviours[PRIMARY] = streaming(answer_chunks(usage=True, done=False))
 
-    reply = await ask(gateway)
+    reply = await ask(gateway, stream_options={"include_usage": True})
 
     assert b'"total_tokens":12' in reply.body
     assert reply.body.endswith(b"data: [DONE]\n\n")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from resilience.services.lockouts import lockout_list
+from resilience.services.lockout_operations import lockout_list
 from tests.routing.harness import (
     BACKUP,
     OK,

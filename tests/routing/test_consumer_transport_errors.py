@@ -17,11 +17,11 @@ import pytest
 from channels.db import database_sync_to_async
 from pytest_django.fixtures import Settings
 
-from resilience.store import MemoryStore
-from routing.consumers import ChatCompletionsConsumer
-from routing.fakeupstream import FakeUpstream
+from omniroute.core.store import MemoryStore
+from omniroute.tools.fakeupstream import FakeUpstream
 from routing.models import Provider
-from routing.upstream import Upstream, build_transport
+from routing.proxy.consumers import ChatCompletionsConsumer
+from routing.proxy.upstream.client import Upstream, build_transport
 from tests.conftest import free_port
 from tests.routing.harness import (
     ACME_MODEL,

@@ -1,8 +1,10 @@
-"""A streaming client whose combo waits out a cooldown (reference-part2 §4.7): the answer's
+"""A streaming client whose combo waits out a cooldown: the answer's
 head (200, ``text/event-stream``) and an SSE comment go out before the wait, so that a long
 wait does not trip the client's first-byte timeout. A wait that ends in a success continues
 that stream (no second head); one that ends in a failure tells it in-band, as Chat
 Completions' error event and ``[DONE]``. A request that does not wait keeps its status line.
+Neither the head nor a keep-alive is the first token: the time to it, which the histogram and
+the request log both report, runs until the answer's first token went out.
 
 The waits run on the fake clock: the pause below advances it and notes how many messages the
 app had sent the client when the wait began.
@@ -14,11 +16,14 @@ from typing import Any
 
 import pytest
 
-import routing.attempts as routing_attempts
-from routing.domain.chat_stream import error_event
-from routing.domain.sse import DONE_EVENT
+import routing.proxy.clock as proxy_clock
+import routing.proxy.shell as shell
+from omniroute.core.observability.requestlog.record import RequestRecord
+from routing.domain.streams.chat import error_event
+from routing.domain.streams.sse import DONE_EVENT
 from routing.models import Combo, Provider
-from routing.relay import KEEP_ALIVE
+from routing.proxy.relay import KEEP_ALIVE
+from routing.proxy.telemetry import AccessRecord, RequestMetrics
 from routing.services import combo_save
 from tests.routing.harness import (
     PRIMARY,
@@ -72,7 +77,7 @@ async def streamed(
         sent_before_waits.append(sent)
         gateway.clock.advance(seconds)
 
-    monkeypatch.setattr(routing_attempts, "pause", pause)
+    monkeypatch.setattr(proxy_clock, "pause", pause)
     await send_body(comm, chat("duo", stream=stream))
     return await read_reply(comm), sent_before_waits
 
@@ -159,3 +164,41 @@ async def test_a_non_streaming_wait_sends_nothing_before_its_answer(
 
     assert sent_before_waits == [0]
     assert (reply.status, reply.headers["content-type"]) == (429, "application/json")
+
+
+class Recorded:
+    """What the consumer recorded for its request: the metrics and the request-log record."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.metrics: list[RequestMetrics] = []
+        self.records: list[RequestRecord] = []
+        record_request = shell.record_request
+
+        def recording(access: AccessRecord, metrics: RequestMetrics) -> None:
+            self.metrics.append(metrics)
+            record_request(access, metrics)
+
+        monkeypatch.setattr(shell, "record_request", recording)
+        monkeypatch.setattr(shell, "request_log_writer", lambda: self)
+
+    def submit(self, record: RequestRecord) -> bool:
+        self.records.append(record)
+        return True
+
+
+async def test_the_first_token_is_measured_once_and_keep_alives_are_not_one(
+    gateway: Gateway, duo: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: both targets refuse for 10 s, so the head and a keep-alive go out, then the wait
+    gateway.fake.behaviours[PRIMARY] = by_model(
+        m1=in_turn(limited(10), streaming(answer_chunks())), m2=limited(10)
+    )
+    recorded = Recorded(monkeypatch)
+
+    reply, _ = await streamed(gateway, monkeypatch)
+
+    # then: the first token came after the wait, and the histogram and the log say the same
+    assert reply.chunks[0] == KEEP_ALIVE
+    [metrics], [record] = recorded.metrics, recorded.records
+    assert metrics.first_token_seconds is not None and metrics.first_token_seconds >= 10
+    assert record.time_to_first_token_ms == int(metrics.first_token_seconds * 1000)

@@ -1,4 +1,4 @@
-"""The window gate (reference-part1 §3), end to end through the chat consumer.
+"""The window gate, end to end through the chat consumer.
 
 An ``httpx.MockTransport`` plays the upstream and a ``MemoryStore`` on a fake clock holds the
 resilience state, so the gate's cooldowns pass without sleeping.

@@ -1,5 +1,5 @@
-"""A quota exhaustion is never waited for (reference-part2 §4.3; the spec's fail-over table:
-"429 with a longer hint, or quota → next target"), even when its 429 carries a short
+"""A quota exhaustion is never waited for (a quota goes to the next
+target at once, as a longer hint does), even when its 429 carries a short
 ``Retry-After``: neither by the attempt policy on the same target nor by the combo's
 cooldown-aware wait, whether the quota failure happens in this request or left a pair lock
 that excludes the targets of the next one. An upstream-hinted rate limit still is waited for.
@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from resilience.domain.attribution import TimerClass
-from routing.cooldown_wait import wait_reason
 from routing.models import Combo, Provider
+from routing.proxy.cooldown_wait import wait_reason
 from routing.services import combo_save
 from tests.routing.harness import OK, PRIMARY, Behaviour, FakeClock, Gateway, answer, error
 

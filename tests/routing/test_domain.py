@@ -10,9 +10,13 @@ from typing import Any
 import orjson
 import pytest
 
-from routing.domain.auth import authenticate, presented_key
-from routing.domain.catalog import model_ids, model_list
-from routing.domain.config import (
+from routing.domain.attempts.outcomes import Outcome, OutcomeKind, should_fail_over
+from routing.domain.client.catalog import model_ids, model_list
+from routing.domain.client.errors import GatewayError, upstream_error_body
+from routing.domain.client.requests import parse_chat_request
+from routing.domain.config.auth import authenticate, presented_key
+from routing.domain.config.keys import hash_key, key_is_usable, model_is_allowed
+from routing.domain.config.snapshot import (
     ComboInfo,
     ComboStep,
     ConfigSnapshot,
@@ -20,13 +24,9 @@ from routing.domain.config import (
     KeyInfo,
     ProviderInfo,
 )
-from routing.domain.errors import GatewayError, upstream_error_body
-from routing.domain.keys import hash_key, key_is_usable, model_is_allowed
-from routing.domain.outcomes import Outcome, OutcomeKind, should_fail_over
-from routing.domain.planning import Target, plan_route
-from routing.domain.requests import parse_chat_request
-from routing.domain.vocabulary import WireFormat
-from routing.payload import encode_for_target
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target, plan_route
+from routing.proxy.payload import encode_for_target
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -337,7 +337,13 @@ def test_parse_chat_request_returns_the_payload() -> None:
 
     request = parse_chat_request(body)
 
-    assert request.payload == {"model": "a/b", "messages": MESSAGES, "stream": True, "n": 2}
+    assert request.payload == {
+        "model": "a/b",
+        "messages": MESSAGES,
+        "stream": True,
+        "n": 2,
+        "stream_options": {"include_usage": True},  # the gateway asks every stream for usage
+    }
     assert (request.model, request.stream, request.tools) == ("a/b", True, 0)
 
 

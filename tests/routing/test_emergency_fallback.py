@@ -1,4 +1,4 @@
-"""The emergency fallback (spec decision 20, step 5): once every target of a request has
+"""The emergency fallback: once every target of a request has
 failed, the fallback model of the request's wire format is asked, and the decision header says
 so. ``OMNIROUTE_EMERGENCY_FALLBACK`` names it; the admin's feature flag overrides it at runtime,
 without a restart."""
@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from routing.domain.fallback import parse_emergency_fallback
+from routing.domain.plan.fallback import parse_emergency_fallback
 from routing.models import FeatureFlag
 from routing.services import feature_flag_save
 from tests.routing.harness import (
@@ -59,8 +59,11 @@ def test_parse_emergency_fallback() -> None:
 
 
 def test_a_malformed_environment_value_stops_the_gateway_at_start_up(tmp_path: Path) -> None:
-    env = {**os.environ, "OMNIROUTE_EMERGENCY_FALLBACK": "gemini=x/y",
-           "OMNIROUTE_DATA_DIR": str(tmp_path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "OMNIROUTE_EMERGENCY_FALLBACK": "gemini=x/y",
+        "OMNIROUTE_DATA_DIR": str(tmp_path),
+    }
     manage = Path(__file__).resolve().parents[2] / "manage.py"
 
     checked = subprocess.run(
@@ -143,8 +146,11 @@ async def test_the_feature_flag_overrides_the_environment_without_a_restart(
     after = await gateway.call("acme/m1")
 
     assert [r.decision().get("fallback") for r in (before, during, off, after)] == [
-        "spare/rescue", "other/m9", None, "spare/rescue",
-    ]  # fmt: skip
+        "spare/rescue",
+        "other/m9",
+        None,
+        "spare/rescue",
+    ]
     assert off.status == 503
 
 

@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from routing.crypto import decrypt_secret, encrypt_secret, legacy_key
-from routing.domain.encryption_keys import DEV_ENCRYPTION_KEY, parse_encryption_keys
+from routing.domain.config.encryption_keys import DEV_ENCRYPTION_KEY, parse_encryption_keys
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_save, secrets_rotate
 
@@ -148,8 +148,10 @@ def _check(**variables: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "OMNIROUTE_ENCRYPTION_KEY"}
     env.update(
         DJANGO_SETTINGS_MODULE="omniroute.settings",  # the production settings, not the suite's
-        OMNIROUTE_DEBUG="0", OMNIROUTE_SECRET_KEY="a-real-secret-" + KEY_A, **variables,
-    )  # fmt: skip
+        OMNIROUTE_DEBUG="0",
+        OMNIROUTE_SECRET_KEY="a-real-secret-" + KEY_A,
+        **variables,
+    )
     argv = [sys.executable, str(MANAGE), "check"]
     return subprocess.run(argv, env=env, capture_output=True, text=True)
 

@@ -1,4 +1,4 @@
-"""Re-checks of expired OAuth connections (decision 12): selection, backoff, probe, command,
+"""Re-checks of expired OAuth connections: selection, backoff, probe, command,
 and the pass routing hands to the resilience housekeeping."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from django.core.management import call_command
 
+from omniroute.core.state import get_store
 from resilience.domain.connection_state import ConnectionState
 from resilience.services import housekeeping
 from resilience.services.connections import connection_key, connection_state_get
-from resilience.state import get_store
 from routing.models import Provider, ProviderConnection
 from routing.services import connection_save, expired
 from routing.services.expired import (

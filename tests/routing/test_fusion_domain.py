@@ -1,4 +1,4 @@
-"""The fusion and pipeline strategies' pure parts (reference-part2 §7.2 items 18 and 19):
+"""The fusion and pipeline strategies' pure parts:
 answer text per client API, the requests a panel member, the judge and a pipeline stage get,
 the settings, the grouping of a plan into members, and one answer replayed as a stream."""
 
@@ -8,10 +8,7 @@ from typing import Any
 
 import pytest
 
-from routing.domain import fusion
-from routing.domain.answer_stream import answer_as_stream
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.conversations import (
+from routing.domain.client.conversations import (
     CHAT,
     MESSAGES,
     RESPONSES,
@@ -20,12 +17,15 @@ from routing.domain.conversations import (
     messages_answer_text,
     responses_answer_text,
 )
-from routing.domain.endpoints import CHAT_COMPLETIONS, Endpoint
-from routing.domain.endpoints import MESSAGES as MESSAGES_API
-from routing.domain.endpoints import RESPONSES as RESPONSES_API
-from routing.domain.planning import Target
-from routing.domain.sse import SseSplitter
-from routing.domain.stream_state import Kind
+from routing.domain.client.endpoints import CHAT_COMPLETIONS, Endpoint
+from routing.domain.client.endpoints import MESSAGES as MESSAGES_API
+from routing.domain.client.endpoints import RESPONSES as RESPONSES_API
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.plan.planning import Target
+from routing.domain.streams.answer import answer_as_stream
+from routing.domain.streams.sse import SseSplitter
+from routing.domain.streams.state import Kind
+from routing.strategies import fusion
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
 
@@ -37,13 +37,26 @@ TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
     ("answer", "text"),
     [
         ({"choices": [{"message": {"role": "assistant", "content": "Paris."}}]}, "Paris."),
-        ({"choices": [{"message": {"content": [{"type": "text", "text": "Pa"},
-                                               {"type": "text", "text": "ris."}]}}]}, "Paris."),
+        (
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "content": [
+                                {"type": "text", "text": "Pa"},
+                                {"type": "text", "text": "ris."},
+                            ]
+                        }
+                    }
+                ]
+            },
+            "Paris.",
+        ),
         ({"choices": [{"message": {"content": None, "tool_calls": [{"id": "c1"}]}}]}, None),
         ({"choices": []}, None),
         ({"error": "nothing here"}, None),
     ],
-)  # fmt: skip
+)
 def test_chat_text_is_the_first_choice_s_content(answer: dict[str, Any], text: str | None) -> None:
     assert chat_answer_text(answer) == text
 
@@ -51,12 +64,18 @@ def test_chat_text_is_the_first_choice_s_content(answer: dict[str, Any], text: s
 @pytest.mark.parametrize(
     ("content", "text"),
     [
-        ([{"type": "text", "text": "Par"}, {"type": "tool_use", "id": "t"},
-          {"type": "text", "text": "is."}], "Paris."),
+        (
+            [
+                {"type": "text", "text": "Par"},
+                {"type": "tool_use", "id": "t"},
+                {"type": "text", "text": "is."},
+            ],
+            "Paris.",
+        ),
         ([{"type": "thinking", "thinking": "hmm"}], None),
         (None, None),
     ],
-)  # fmt: skip
+)
 def test_messages_text_is_the_text_blocks_joined(content: Any, text: str | None) -> None:
     assert messages_answer_text({"type": "message", "content": content}) == text
 
@@ -68,10 +87,15 @@ def test_responses_text_is_output_text_when_given() -> None:
 def test_responses_text_is_else_the_output_messages_text() -> None:
     output = [
         {"type": "reasoning", "summary": [{"type": "summary_text", "text": "thinking"}]},
-        {"type": "message", "content": [{"type": "output_text", "text": "Par"},
-                                        {"type": "refusal", "refusal": "no"}]},
+        {
+            "type": "message",
+            "content": [
+                {"type": "output_text", "text": "Par"},
+                {"type": "refusal", "refusal": "no"},
+            ],
+        },
         {"type": "message", "content": [{"type": "output_text", "text": "is."}]},
-    ]  # fmt: skip
+    ]
 
     assert responses_answer_text({"output": output}) == "Paris."
     assert responses_answer_text({"output": [output[0]]}) is None
@@ -89,15 +113,24 @@ def test_every_client_api_has_its_conversation_shape() -> None:
 
 def test_a_draft_is_not_streamed_and_carries_no_tools() -> None:
     payload = {
-        "model": "team", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-        "stream_options": {"include_usage": True}, "tools": TOOLS, "tool_choice": "auto",
-        "parallel_tool_calls": True, "temperature": 0.3,
-    }  # fmt: skip
+        "model": "team",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": TOOLS,
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "temperature": 0.3,
+    }
 
     draft = fusion.draft_payload(payload)
 
-    assert draft == {"model": "team", "messages": payload["messages"], "stream": False,
-                     "temperature": 0.3}  # fmt: skip
+    assert draft == {
+        "model": "team",
+        "messages": payload["messages"],
+        "stream": False,
+        "temperature": 0.3,
+    }
     assert payload["stream"] is True and payload["tools"] == TOOLS  # the client's is untouched
 
 
@@ -118,8 +151,10 @@ def test_the_judge_gets_the_client_s_request_with_one_more_user_turn() -> None:
     judged = fusion.judge_payload(CHAT, payload, ["Paris.", "Paris, France."])
 
     assert judged["messages"][:2] == messages
-    assert judged["messages"][2] == {"role": "user", "content": fusion.judge_prompt(
-        ["Paris.", "Paris, France."])}  # fmt: skip
+    assert judged["messages"][2] == {
+        "role": "user",
+        "content": fusion.judge_prompt(["Paris.", "Paris, France."]),
+    }
     assert (judged["stream"], judged["tools"]) == (True, TOOLS)  # the client's own
     assert len(messages) == 2  # the client's list is not changed in place
 
@@ -135,8 +170,11 @@ def test_a_responses_string_input_becomes_the_first_user_turn() -> None:
 
 
 def test_a_later_stage_reviews_the_previous_answer() -> None:
-    payload = {"model": "flow", "max_tokens": 64,
-               "messages": [{"role": "user", "content": "Write a haiku."}]}  # fmt: skip
+    payload = {
+        "model": "flow",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "Write a haiku."}],
+    }
 
     first = fusion.stage_payload(MESSAGES, payload, None)
     second = fusion.stage_payload(MESSAGES, payload, "Old pond, a frog.")
@@ -202,29 +240,51 @@ def test_a_plan_groups_into_its_steps_in_the_plan_s_order() -> None:
 # --- one answer replayed as a stream ----------------------------------------------------------
 
 CHAT_ANSWER = {
-    "id": "chatcmpl-9", "object": "chat.completion", "created": 1, "model": "m1",
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris."},
-                 "finish_reason": "stop"}],
+    "id": "chatcmpl-9",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m1",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Paris."}, "finish_reason": "stop"}
+    ],
     "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-}  # fmt: skip
+}
 MESSAGES_ANSWER = {
-    "id": "msg_9", "type": "message", "role": "assistant", "model": "opus",
-    "content": [{"type": "text", "text": "Paris."}], "stop_reason": "end_turn",
-    "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 2},
-}  # fmt: skip
+    "id": "msg_9",
+    "type": "message",
+    "role": "assistant",
+    "model": "opus",
+    "content": [{"type": "text", "text": "Paris."}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 3, "output_tokens": 2},
+}
 RESPONSES_ANSWER = {
-    "id": "resp_9", "object": "response", "status": "completed", "model": "m1",
-    "output": [{"id": "msg_9", "type": "message", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]}],
-}  # fmt: skip
+    "id": "resp_9",
+    "object": "response",
+    "status": "completed",
+    "model": "m1",
+    "output": [
+        {
+            "id": "msg_9",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Paris.", "annotations": []}],
+        }
+    ],
+}
 
 
 @pytest.mark.parametrize(
     ("endpoint", "answer"),
-    [(CHAT_COMPLETIONS, CHAT_ANSWER), (MESSAGES_API, MESSAGES_ANSWER),
-     (RESPONSES_API, RESPONSES_ANSWER)],
+    [
+        (CHAT_COMPLETIONS, CHAT_ANSWER),
+        (MESSAGES_API, MESSAGES_ANSWER),
+        (RESPONSES_API, RESPONSES_ANSWER),
+    ],
     ids=["chat", "messages", "responses"],
-)  # fmt: skip
+)
 def test_one_answer_replays_as_a_whole_stream_the_gateway_s_own_reader_accepts(
     endpoint: Endpoint, answer: dict[str, Any]
 ) -> None:

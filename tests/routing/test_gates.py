@@ -1,4 +1,4 @@
-"""The account semaphores (reference-part2 §3.4) on both state-store backends: caps that hold
+"""The account semaphores on both state-store backends: caps that hold
 (also between two processes sharing a store), FIFO, a bounded queue, a timeout, a waiter that
 leaves, idempotent release, blocked gates and stats."""
 
@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from resilience.store import MemoryStore, StateStore
-from routing.admission.gates import QUEUE_FULL, TIMED_OUT, GateRefused, Gates, Hold
+from omniroute.core.store import MemoryStore, StateStore
+from routing.proxy.admission.gates import QUEUE_FULL, TIMED_OUT, GateRefused, Gates, Hold
+from tests.core.store.support import CLOCK_START, redis_store_on_prefix
 from tests.resilience.conftest import FakeClock
-from tests.resilience.store.support import CLOCK_START, redis_store_on_prefix
 
 WAIT = 5.0  # a bound no test reaches unless it is broken
 

@@ -1,10 +1,10 @@
-"""The context-relay handoff, pure (reference-part2 §7.2 item 4)."""
+"""The context-relay handoff, pure."""
 
 from __future__ import annotations
 
 import pytest
 
-from routing.domain import handoff
+from routing.strategies import handoff
 
 
 @pytest.mark.parametrize(
@@ -24,10 +24,15 @@ def test_conversation_keeps_the_newest_thirty_turns():
 
 def test_conversation_fits_the_history_budget_keeping_the_newest():
     big = "a" * 20_000
-    turns = handoff.conversation({"messages": [
-        {"role": "user", "content": big}, {"role": "assistant", "content": big},
-        {"role": "user", "content": "last"},
-    ]})  # fmt: skip
+    turns = handoff.conversation(
+        {
+            "messages": [
+                {"role": "user", "content": big},
+                {"role": "assistant", "content": big},
+                {"role": "user", "content": "last"},
+            ]
+        }
+    )
     assert sum(len(text) for _, text in turns) <= handoff.MAX_HISTORY_TOKENS * 4
     assert turns[-1] == ("user", "last")
 
@@ -62,8 +67,9 @@ def test_summary_text_of_both_wire_formats():
 
 def test_with_handoff_puts_the_summary_first_for_each_api():
     block = "<context_handoff>\nS\n</context_handoff>"
-    chat = handoff.with_handoff({"messages": [{"role": "user", "content": "q"}]}, "S",
-                                "chat.completions")  # fmt: skip
+    chat = handoff.with_handoff(
+        {"messages": [{"role": "user", "content": "q"}]}, "S", "chat.completions"
+    )
     assert chat["messages"][0] == {"role": "system", "content": block}
     assert chat["messages"][1]["content"] == "q"
     messages = handoff.with_handoff({"system": "rules", "messages": []}, "S", "messages")

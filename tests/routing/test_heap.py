@@ -21,9 +21,9 @@ import httpx
 import orjson
 import pytest
 
-from resilience.persistence import persistence_flush
+from omniroute.core import tasks
+from omniroute.core.store import MemoryStore
 from resilience.services.housekeeping import housekeeping_settle
-from resilience.store import MemoryStore
 from tests.routing.harness import (
     ACME_MODEL,
     asgi_app,
@@ -36,7 +36,8 @@ from tests.routing.harness import (
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.reliability]
 
-# More than the 200 first-token samples kept per model (routing.domain.hedging), so that this
+# More than the 200 first-token samples kept per model (routing.domain.attempts.hedging), so that
+# this
 # bounded buffer is full before the heap is measured.
 WARM_UP_STREAMS = 250
 STREAMS = 500
@@ -60,8 +61,9 @@ ANSWER = [
 
 async def streamed(request: httpx.Request) -> httpx.Response:
     """The whole answer as an event stream; nothing about the request is kept."""
-    return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                          content=chunks_of(ANSWER))  # fmt: skip
+    return httpx.Response(
+        200, headers={"content-type": "text/event-stream"}, content=chunks_of(ANSWER)
+    )
 
 
 @pytest.fixture
@@ -83,7 +85,7 @@ async def _streams(app: object, key: str, count: int) -> None:
 
 
 async def _settled_heap() -> int:
-    await persistence_flush()
+    await tasks.flush()
     await housekeeping_settle()
     gc.collect()
     return tracemalloc.get_traced_memory()[0]

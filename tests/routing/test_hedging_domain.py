@@ -1,14 +1,13 @@
-"""The pure part of hedging (spec decisions 24 and 31): the delay from the settings and the
+"""The pure part of hedging: the delay from the settings and the
 learned first-token times, the samples kept per (provider, model), and the hedge budget."""
 
 from __future__ import annotations
 
 import pytest
 
-from resilience.domain.attempt_policy import AttemptPolicy
-from routing.attempts import AttemptContext
-from routing.domain.config import KeyInfo
-from routing.domain.hedging import (
+from leases.interface import LeaseClaim
+from resilience.domain.attempts.policy import AttemptPolicy
+from routing.domain.attempts.hedging import (
     KEPT_SAMPLES,
     FirstTokenTimes,
     HedgeBudget,
@@ -18,9 +17,10 @@ from routing.domain.hedging import (
     percentile,
     recent,
 )
-from routing.domain.lease_routing import LeaseClaim
-from routing.domain.planning import RoutePlan
-from routing.hedging import Hedging
+from routing.domain.config.snapshot import KeyInfo
+from routing.domain.plan.planning import RoutePlan
+from routing.proxy.context import AttemptContext
+from routing.proxy.hedging import Hedging
 from tests.routing.test_ordering import A, B
 
 NOW = 1_700_000_000.0
@@ -182,11 +182,10 @@ def test_which_requests_may_hedge(
     stream: bool, managed: bool, pinned: bool, rest: int, hedged: bool
 ) -> None:
     first, second = A, B
-    context = AttemptContext(
-        "request", KEY, RoutePlan("alpha/m", "single", (first, second)), stream=stream
+    context = AttemptContext.start(
+        "request", KEY, RoutePlan("alpha/m", "single", (first, second)), stream, pinned=pinned
     )
     context.lease = LeaseClaim("owner", 1, KEY.id, first.connection.id) if managed else None
-    context.pinned = pinned
 
     delay = Hedging().delay_ms(first, context, [second][:rest])
 

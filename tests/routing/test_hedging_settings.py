@@ -1,4 +1,4 @@
-"""Hedging's settings (spec decisions 24 and 31): the ``attempts`` keys with their defaults and
+"""Hedging's settings: the ``attempts`` keys with their defaults and
 bounds in ``/api/resilience``, a combo's own values, and a catalog entry's hedge delay, each as
 the configuration snapshot hands them to the attempt loop."""
 

@@ -1,4 +1,4 @@
-"""The learned first-token times are shared through the state store (spec decision 31):
+"""The learned first-token times are shared through the state store:
 each process merges its samples in the background, at most every 5 s, and takes the merged
 ones back."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.store.memory import MemoryStore
-from routing.domain.hedging import MIN_SAMPLES
-from routing.hedging import SHARE_SECONDS, Hedging, stop_sharing
+from omniroute.core.store.memory import MemoryStore
+from routing.domain.attempts.hedging import MIN_SAMPLES
+from routing.proxy.hedging import SHARE_SECONDS, Hedging, stop_sharing
 from tests.routing.harness import FakeClock
 
 PAIR = ("acme", "m1")

@@ -1,4 +1,4 @@
-"""The pure orderings of the simple combo strategies (reference-part2 §7.2): declared, random,
+"""The pure orderings of the simple combo strategies: declared, random,
 weighted, round-robin, least-used, cost-optimized, p2c, strict-random, lkgp and
 context-optimized."""
 
@@ -11,28 +11,26 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 
-from resilience.domain.breaker_state import BreakerState
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.ordering import (
+from resilience.domain.breaker.state import BreakerState
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
+from routing.strategies.catalog import context_optimized, cost_ordered
+from routing.strategies.declared import declared
+from routing.strategies.draws import Deck
+from routing.strategies.keys import execution_key
+from routing.strategies.metrics.orders import (
     P2C_TIE_BAND,
-    Deck,
     TargetMetrics,
-    context_optimized,
-    cost_ordered,
-    declared,
-    execution_key,
     last_known_good,
     least_used,
     p2c,
     p2c_comparable,
     p2c_score,
-    round_robin,
-    shuffled,
-    strict_random,
-    weighted,
 )
-from routing.domain.planning import Target
-from routing.domain.vocabulary import WireFormat
+from routing.strategies.round_robin import round_robin
+from routing.strategies.shuffle import shuffled, strict_random
+from routing.strategies.weighted import weighted
 
 PROVIDER = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)
 
@@ -343,8 +341,11 @@ def test_p2c_over_healthy_targets_never_drifts_more_than_one_apart(seed: int) ->
 
 
 def test_p2c_second_pick_is_among_the_least_used_others() -> None:
-    metrics = {"1:m": TargetMetrics(None, None, count=4), "2:m": TargetMetrics(None, None, count=2),
-               "3:m": TargetMetrics(None, None, count=9)}  # fmt: skip
+    metrics = {
+        "1:m": TargetMetrics(None, None, count=4),
+        "2:m": TargetMetrics(None, None, count=2),
+        "3:m": TargetMetrics(None, None, count=9),
+    }
     # first pick C (index 2), second among A and B: only B has the fewest requests
     assert ids(p2c((A, B, C), Scripted([0.9, 0.99]), metrics))[:2] == [2, 3]
 

@@ -1,5 +1,5 @@
-"""Quota snapshots read from upstream rate-limit headers, and their state-store records (pure;
-reference-part2 §7.2 items 10-12, §7.4). ``NOW`` is 2023-11-14T22:13:20Z."""
+"""Quota snapshots read from upstream rate-limit headers, and their state-store records (pure).
+``NOW`` is 2023-11-14T22:13:20Z."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from routing.domain.quota import (
+from routing.domain.quota.snapshots import (
     SESSION,
     WEEKLY,
     QuotaSnapshot,

@@ -1,4 +1,4 @@
-"""The quota-share target selection, pure (reference-part2 §3.2): in-flight slots, DRR
+"""The quota-share target selection, pure: in-flight slots, DRR
 deficits per combo, bucket and concurrency gating, P2C (times are plain seconds)."""
 
 from __future__ import annotations
@@ -8,18 +8,18 @@ from collections.abc import Collection, Mapping, Sequence
 
 import pytest
 
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.quota_share import (
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
+from routing.strategies.keys import execution_key
+from routing.strategies.quota_share.drr import (
     MAX_COMBOS,
     SLOT_TTL_SECONDS,
     QuotaShareState,
     Selection,
-    execution_key,
     saturation_buckets,
     select_quota_share_target,
 )
-from routing.domain.vocabulary import WireFormat
 
 NOW = 1000.0
 PROVIDER = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)

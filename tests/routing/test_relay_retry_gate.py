@@ -1,4 +1,4 @@
-"""The Retry-After of a request no target served (reference-part2 §4.8, pure): only a 429 or
+"""The Retry-After of a request no target served (pure): only a 429 or
 503 answer carries one, and then the earliest any target of the last pass named (its
 upstream's hint, what a restatement rule tells the client, or the timer that excluded it); a
 400, 401, 403, 404 or 422 never carries one, its own or another target's. A failure told
@@ -11,12 +11,12 @@ import pytest
 
 from resilience.domain.attribution import Attribution, Scope, TimerClass
 from resilience.services.attribution import Verdict
-from routing.attempts import AttemptContext, Exclusion
-from routing.domain.config import ConnectionInfo, KeyInfo, ProviderInfo
-from routing.domain.outcomes import Outcome, OutcomeKind
-from routing.domain.planning import RoutePlan, Target
-from routing.domain.vocabulary import ExclusionReason, WireFormat
-from routing.relay import Headers, failure_response, in_band_error
+from routing.domain.attempts.outcomes import Outcome, OutcomeKind
+from routing.domain.config.snapshot import ConnectionInfo, KeyInfo, ProviderInfo
+from routing.domain.config.vocabulary import ExclusionReason, WireFormat
+from routing.domain.plan.planning import RoutePlan, Target
+from routing.proxy.context import AttemptContext, Exclusion
+from routing.proxy.relay import Headers, failure_response, in_band_error
 
 KEY = KeyInfo(1, "client", "sk-omr-x", frozenset(), (), frozenset(), True, None, None)
 ALPHA = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireFormat.OPENAI)
@@ -24,9 +24,14 @@ ALPHA = ProviderInfo("alpha", "Alpha", "api_key", "https://alpha.test/v1", WireF
 
 def target(connection_id: int) -> Target:
     connection = ConnectionInfo(
-        connection_id, "alpha", f"c{connection_id}", connection_id, "https://alpha.test/v1",
-        "api_key", secret=f"sk-alpha-{connection_id}",
-    )  # fmt: skip
+        connection_id,
+        "alpha",
+        f"c{connection_id}",
+        connection_id,
+        "https://alpha.test/v1",
+        "api_key",
+        secret=f"sk-alpha-{connection_id}",
+    )
     return Target(ALPHA, connection, "m")
 
 
@@ -34,7 +39,7 @@ A, B, C = target(1), target(2), target(3)
 
 
 def context() -> AttemptContext:
-    return AttemptContext("r1", KEY, RoutePlan("duo", "priority", (A, B, C), "duo"), False)
+    return AttemptContext.start("r1", KEY, RoutePlan("duo", "priority", (A, B, C), "duo"), False)
 
 
 def failed(
@@ -50,9 +55,9 @@ def failed(
     outcome = Outcome(
         OutcomeKind.HTTP_ERROR, status, headers or {}, body, client_retry_after=client_retry_after
     )
-    ctx.attempts.append((where, outcome))
+    ctx.loop.attempts.append((where, outcome))
     attribution = Attribution(Scope.PAIR, True, timer=TimerClass.HINTED, lock_ms=hint_ms or 0)
-    ctx.verdicts[(where.connection.id, where.model)] = Verdict(attribution, hint_ms=hint_ms)
+    ctx.loop.verdicts[(where.connection.id, where.model)] = Verdict(attribution, hint_ms=hint_ms)
 
 
 def retry_after(headers: Headers) -> str | None:
@@ -71,7 +76,7 @@ def test_a_429_carries_the_earliest_hint_of_the_pass_not_only_its_own() -> None:
 
 def test_a_503_counts_the_timer_of_a_target_excluded_in_the_pass() -> None:
     ctx = context()
-    ctx.exclusions.append(Exclusion(A, ExclusionReason.MODEL_LOCKOUT, 11.2, TimerClass.HINTED))
+    ctx.loop.exclusions.append(Exclusion(A, ExclusionReason.MODEL_LOCKOUT, 11.2, TimerClass.HINTED))
     failed(ctx, B, 503, hint_ms=40_000, headers={"retry-after": "40"})
 
     status, _, headers = failure_response(ctx)
@@ -82,15 +87,24 @@ def test_a_503_counts_the_timer_of_a_target_excluded_in_the_pass() -> None:
 def test_hints_of_an_earlier_pass_are_not_counted() -> None:
     ctx = context()
     failed(ctx, A, 429, hint_ms=1_000, headers={"retry-after": "1"})
-    ctx.pass_start = len(ctx.attempts)  # a wait, then another pass
+    ctx.loop.pass_start = len(ctx.loop.attempts)  # a wait, then another pass
     failed(ctx, B, 429, hint_ms=20_000, headers={"retry-after": "20"})
 
     assert retry_after(failure_response(ctx)[2]) == "20"
 
 
-@pytest.mark.parametrize(("upstream", "answered"), [
-    (400, 400), (401, 502), (403, 403), (404, 404), (422, 422), (500, 500), (504, 504),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("upstream", "answered"),
+    [
+        (400, 400),
+        (401, 502),
+        (403, 403),
+        (404, 404),
+        (422, 422),
+        (500, 500),
+        (504, 504),
+    ],
+)
 def test_an_answer_other_than_429_or_503_never_carries_a_retry_after(
     upstream: int, answered: int
 ) -> None:
@@ -106,7 +120,7 @@ def test_an_answer_other_than_429_or_503_never_carries_a_retry_after(
 def test_what_a_restatement_tells_the_client_counts_as_that_targets_hint() -> None:
     ctx = context()
     failed(ctx, B, 429, client_retry_after="60")
-    ctx.verdicts.clear()  # no hint of the upstream's own
+    ctx.loop.verdicts.clear()  # no hint of the upstream's own
 
     assert retry_after(failure_response(ctx)[2]) == "60"
 
@@ -115,7 +129,7 @@ def test_without_any_known_hint_the_upstreams_own_header_is_relayed() -> None:
     ctx = context()
     date = "Wed, 21 Oct 2026 07:28:00 GMT"
     failed(ctx, B, 429, headers={"retry-after": date})
-    ctx.verdicts.clear()  # no recorder spoke (as in a bare attempt loop)
+    ctx.loop.verdicts.clear()  # no recorder spoke (as in a bare attempt loop)
 
     assert retry_after(failure_response(ctx)[2]) == date
 
@@ -125,14 +139,14 @@ def test_a_local_gates_answer_passes_the_gate_too(status: int, kept: str | None)
     ctx = context()
     body = orjson.dumps({"error": {"message": "local", "code": "local"}})
     local = Outcome(OutcomeKind.LOCAL, status, {"retry-after": "3"}, body)
-    ctx.attempts.append((A, local))
+    ctx.loop.attempts.append((A, local))
 
     assert retry_after(failure_response(ctx)[2]) == kept
 
 
 def test_the_all_excluded_503_keeps_its_retry_after() -> None:
     ctx = context()
-    ctx.exclusions += [
+    ctx.loop.exclusions += [
         Exclusion(t, ExclusionReason.MODEL_LOCKOUT, 30.0, TimerClass.HINTED) for t in (A, B, C)
     ]
 

@@ -1,4 +1,4 @@
-"""Nothing secret leaves (spec decision 19): relayed upstream error bodies are scrubbed.
+"""Nothing secret leaves: relayed upstream error bodies are scrubbed.
 
 The client never sees the failing connection's own secret, nor anything shaped like a bearer
 token or API key, in a relayed 400 (content policy or other), 413, 422, 403 or 5xx body,
@@ -10,7 +10,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from routing.domain.errors import upstream_error_body
+from routing.domain.client.errors import upstream_error_body
 from routing.models import Provider
 from tests.routing.harness import Gateway, add_connection, answer, error
 

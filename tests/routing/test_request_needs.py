@@ -7,12 +7,12 @@ from typing import Any
 import orjson
 import pytest
 
-from routing.domain.needs import RequestNeeds, estimate_tokens
-from routing.domain.requests import (
+from routing.domain.client.requests import (
     parse_chat_request,
     parse_messages_request,
     parse_responses_request,
 )
+from routing.domain.plan.needs import RequestNeeds, estimate_tokens
 
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {}}}
 
@@ -106,15 +106,26 @@ def test_the_requested_output_tokens(parse: Any, fields: dict[str, Any], expecte
 def test_chat_input_counts_every_message_s_text() -> None:
     conversation = [
         {"role": "system", "content": "x" * 10},
-        {"role": "user", "content": [
-            {"type": "text", "text": "y" * 10},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 999}},
-        ]},
-        {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "c1", "type": "function",
-                         "function": {"name": "lookup", "arguments": "z" * 10}}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "y" * 10},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 999}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "lookup", "arguments": "z" * 10},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "w" * 9},
-    ]  # fmt: skip
+    ]
 
     # 10 + 10 + 10 + 9 bytes of text (the image and the names are not prompt text) → ⌈39/4⌉
     assert chat(messages=conversation).input_tokens == 10
@@ -128,11 +139,16 @@ def test_bytes_are_utf8_rounded_up() -> None:
 
 def test_responses_input_counts_instructions_and_items() -> None:
     items = [
-        {"type": "message", "role": "user",
-         "content": [{"type": "input_text", "text": "a" * 8},
-                     {"type": "input_image", "image_url": "https://x.test/" + "i" * 99}]},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "a" * 8},
+                {"type": "input_image", "image_url": "https://x.test/" + "i" * 99},
+            ],
+        },
         {"type": "function_call_output", "call_id": "c", "output": "b" * 8},
-    ]  # fmt: skip
+    ]
 
     assert responses(input=items, instructions="c" * 8).input_tokens == 6
 
@@ -140,11 +156,21 @@ def test_responses_input_counts_instructions_and_items() -> None:
 def test_messages_input_counts_the_system_prompt_and_tool_use() -> None:
     conversation = [
         {"role": "user", "content": "a" * 4},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f",
-                                           "input": {"q": "b"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
-                                      "content": [{"type": "text", "text": "c" * 4}]}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {"q": "b"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t",
+                    "content": [{"type": "text", "text": "c" * 4}],
+                }
+            ],
+        },
+    ]
     system = [{"type": "text", "text": "s" * 4}]
 
     # 4 + len('{"q":"b"}') = 9 + 4 + 4 = 21 bytes → 6

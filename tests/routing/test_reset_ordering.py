@@ -1,4 +1,4 @@
-"""The quota-driven orderings, pure (reference-part2 §7.2 items 10-12, §7.4): the reset-aware
+"""The quota-driven orderings, pure: the reset-aware
 score worked by hand, then reset-aware, reset-window and headroom over small target sets.
 Times are epoch seconds; ``NOW`` is the one clock reading of a request."""
 
@@ -10,17 +10,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.domain.quota import MONTHLY, SESSION, WEEKLY, QuotaSnapshot, QuotaWindow
-from routing.domain.reset_ordering import (
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan.planning import Target
+from routing.domain.quota.snapshots import MONTHLY, SESSION, WEEKLY, QuotaSnapshot, QuotaWindow
+from routing.strategies.quota.reset import (
     ResetAwareConfig,
     headroom,
     reset_aware,
     reset_aware_score,
     reset_window,
 )
-from routing.domain.vocabulary import WireFormat
 
 NOW = 1_700_000_000.0
 HOUR = 3600.0

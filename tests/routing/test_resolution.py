@@ -1,13 +1,13 @@
-"""Combo resolution (pure): nested combos and provider wildcards (reference-part2 §7.1)."""
+"""Combo resolution (pure): nested combos and provider wildcards."""
 
 from __future__ import annotations
 
 import pytest
 
-from routing.domain.config import ComboInfo, ConfigSnapshot
-from routing.domain.errors import GatewayError
-from routing.domain.planning import plan_route
-from routing.domain.resolution import MAX_COMBO_DEPTH, combo_leaves, known_models
+from routing.domain.client.errors import GatewayError
+from routing.domain.config.snapshot import ComboInfo, ConfigSnapshot
+from routing.domain.plan.planning import plan_route
+from routing.domain.plan.resolution import MAX_COMBO_DEPTH, combo_leaves, known_models
 from tests.routing.resolution_support import (
     combo,
     conn,
@@ -26,8 +26,14 @@ CONNECTIONS = (
     conn(2, "alpha", "gpt-4o-mini", "gpt-4.1"),
     conn(3, "beta"),
 )
-CATALOG = (entry("alpha/gpt-4o"), entry("alpha/gpt-4-turbo"), entry("alpha/claude-x"),
-           entry("beta/b-small"), entry("beta/b-large"), entry("beta/a-tiny"))  # fmt: skip
+CATALOG = (
+    entry("alpha/gpt-4o"),
+    entry("alpha/gpt-4-turbo"),
+    entry("alpha/claude-x"),
+    entry("beta/b-small"),
+    entry("beta/b-large"),
+    entry("beta/a-tiny"),
+)
 
 
 def world(*combos: ComboInfo) -> ConfigSnapshot:
@@ -43,9 +49,13 @@ def planned(world: ConfigSnapshot, name: str) -> list[tuple[str, int, int]]:
 
 def test_known_models_are_the_served_ones_then_the_catalog_s_sorted() -> None:
     assert known_models(world(), "alpha") == [
-        "gpt-4o", "gpt-4o-mini", "o1", "gpt-4.1",  # by connection priority, each once
-        "claude-x", "gpt-4-turbo",  # the catalog's others, by name
-    ]  # fmt: skip
+        "gpt-4o",
+        "gpt-4o-mini",
+        "o1",
+        "gpt-4.1",  # by connection priority, each once
+        "claude-x",
+        "gpt-4-turbo",  # the catalog's others, by name
+    ]
     assert known_models(world(), "beta") == ["a-tiny", "b-large", "b-small"]
 
 

@@ -10,10 +10,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import ProtectedError
 from django.utils import timezone
 
-from resilience.services.config_version import config_local_version
-from routing.domain.keys import hash_key
-from routing.domain.vocabulary import Scope
-from routing.domain.vocabulary import TestStatus as Status
+from omniroute.core.config_version import config_local_version
+from routing.domain.config.keys import hash_key
+from routing.domain.config.vocabulary import Scope
+from routing.domain.config.vocabulary import TestStatus as Status
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.services import (
     api_key_create,

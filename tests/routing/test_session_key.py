@@ -1,4 +1,4 @@
-"""A request's session key (reference-part2 §1.2)."""
+"""A request's session key."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from routing.domain.session_key import first_input_text, normalised, session_key, text_of
+from routing.domain.affinity.session_key import first_input_text, normalised, session_key, text_of
 
 
 def sha(text: str) -> str:
@@ -52,8 +52,12 @@ def test_unusable_values_are_ignored():
 
 
 def test_the_first_user_text_is_the_fallback():
-    payload = {"messages": [{"role": "system", "content": "be brief"},
-                            {"role": "user", "content": "hello"}]}  # fmt: skip
+    payload = {
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hello"},
+        ]
+    }
     assert session_key(payload, []) == f"input:sha256:{sha('hello')}"
 
 

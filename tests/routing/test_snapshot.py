@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 from channels.db import database_sync_to_async
 
-from resilience.services.config_version import config_changed
-from routing.domain.config import ComboStep, ConfigSnapshot
-from routing.domain.keys import hash_key
+from omniroute.core.config_version import config_changed
+from routing.domain.config.keys import hash_key
+from routing.domain.config.snapshot import ComboStep, ConfigSnapshot
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.selectors import config_snapshot_build
 from routing.services import api_key_create, combo_save, connection_save

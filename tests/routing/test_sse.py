@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from routing.domain.sse import SseEvent, SseSplitter, parse_event
+from routing.domain.streams.sse import SseEvent, SseSplitter, parse_event
 
 MIB = 1024 * 1024
 

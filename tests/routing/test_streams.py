@@ -1,4 +1,4 @@
-"""One upstream stream read event by event (``routing.streams``), without the consumer."""
+"""One upstream stream read event by event (``routing.proxy.streams``), without the consumer."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from routing.domain.outcomes import OutcomeKind
-from routing.stream_clock import ClientDeadline
-from routing.streams import EVENT_TOO_LARGE, STREAM_IDLE, StreamBroken, UpstreamStream
+from routing.domain.attempts.outcomes import OutcomeKind
+from routing.proxy.stream_clock import ClientDeadline
+from routing.proxy.streams import EVENT_TOO_LARGE, STREAM_IDLE, StreamBroken, UpstreamStream
 
 TOKEN = b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n'
 FINISH = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n'

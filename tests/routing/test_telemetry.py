@@ -10,21 +10,26 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from leases.domain.tokens import OWNER_HEADER
-from resilience.logging import JsonFormatter
-from routing.consumers import NotFoundConsumer
+from omniroute.core.logging import JsonFormatter
+from omniroute.core.observability.metrics import COUNTED as REQUEST_METRICS
+from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.models import ProviderConnection
-from routing.telemetry import ATTEMPTS, REQUEST_SECONDS, REQUESTS
+from routing.proxy.consumers import NotFoundConsumer
+from routing.proxy.telemetry import AccessRecord, targets_tried
+from tests.routing.auto_support import target
 from tests.routing.conftest import UPSTREAM_SECRET
 from tests.routing.harness import (
     COMPLETION,
     answer,
     asgi_app,
+    chunks_of,
     communicator,
     read_reply,
     send_body,
@@ -35,15 +40,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 OWNER_TOKEN = "vlo_" + "A" * 43  # a lease header value: it must never reach the log
 ACCESS_LOGGER = "omniroute.access"
+RECEIVE_SECONDS = 5
 
 
 @pytest.fixture
 def request_metrics() -> Iterator[None]:
     """The request metrics start empty (they are process-wide) and are emptied again after."""
-    for metric in (REQUESTS, REQUEST_SECONDS, ATTEMPTS):
+    for metric in REQUEST_METRICS:
         metric.clear()
     yield
-    for metric in (REQUESTS, REQUEST_SECONDS, ATTEMPTS):
+    for metric in REQUEST_METRICS:
         metric.clear()
 
 
@@ -86,16 +92,16 @@ async def test_metrics_count_exactly_the_requests_sent(
 
     # then
     requests = samples(text, "omniroute_requests_total")
+    chat = (("endpoint", "/v1/chat/completions"), ("model", "other"), ("provider", "mock"))
+    unmatched = (("endpoint", "unmatched"), ("model", "none"), ("provider", "none"))
     assert requests == {
-        (("endpoint", "/v1/chat/completions"), ("status", "200")): 2.0,
-        (("endpoint", "unmatched"), ("status", "404")): 1.0,
+        (*chat, ("status", "200"), ("status_class", "2xx")): 2.0,
+        (*unmatched, ("status", "404"), ("status_class", "4xx")): 1.0,
     }
-    assert samples(text, "omniroute_upstream_attempts_total") == {(("outcome", "success"),): 2.0}
+    attempts = samples(text, "omniroute_upstream_attempts_total")
+    assert attempts == {(("outcome", "success"), ("provider", "mock")): 2.0}
     latency = samples(text, "omniroute_request_duration_seconds_count")
-    assert latency == {
-        (("endpoint", "/v1/chat/completions"),): 2.0,
-        (("endpoint", "unmatched"),): 1.0,
-    }
+    assert latency == {chat: 2.0, unmatched: 1.0}
 
 
 async def test_the_access_line_carries_the_request_id_and_no_secret(
@@ -152,3 +158,83 @@ async def test_a_client_that_never_authenticates_is_logged_without_a_key(
 
     [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
     assert (fields(record)["key"], fields(record)["status"]) == ("-", 404)
+
+
+@pytest.mark.parametrize(
+    ("tried", "count"),
+    [
+        ([], 0),
+        ([(1, "m")], 1),
+        ([(1, "m"), (1, "m")], 1),  # a retry on the same target is not a fail-over
+        ([(1, "m"), (2, "m")], 2),  # the same model on another connection is
+        ([(1, "m"), (1, "n")], 2),  # another model on the same connection too
+    ],
+)
+def test_targets_tried_counts_distinct_targets(tried: list[tuple[int, str]], count: int) -> None:
+    failed = Outcome(OutcomeKind.HTTP_ERROR, 503)
+    attempts = [(target(connection, model=model), failed) for connection, model in tried]
+    assert targets_tried(attempts) == count
+    record = AccessRecord("r", "POST", "/v1/x", "k", "m", "-", 200, len(tried), 1, 0, count)
+    assert record.failed_over is (count > 1)
+
+
+async def test_a_client_that_leaves_before_its_body_arrived_is_counted_once(
+    request_metrics: None, fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), plain_key)
+    await comm.send_input({"type": "http.request", "body": b'{"model"', "more_body": True})
+    await comm.send_input({"type": "http.disconnect"})
+    await comm.wait(RECEIVE_SECONDS)
+
+    text = (await sync_to_async(Client().get)("/metrics")).content.decode()
+    labels = (("endpoint", "/v1/chat/completions"), ("model", "none"), ("provider", "none"))
+    assert samples(text, "omniroute_requests_total") == {
+        (*labels, ("status", "499"), ("status_class", "4xx")): 1.0
+    }
+
+
+USAGE_STREAM = [
+    b'data: {"choices": [{"index": 0, "delta": {"content": "a"}}]}\n\n',
+    b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n',
+    b'data: {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+async def test_a_stream_s_usage_block_counts_its_tokens(
+    request_metrics: None, fresh_snapshot: None, connection: ProviderConnection, plain_key: str
+) -> None:
+    async def streaming(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream"}
+        return httpx.Response(200, headers=headers, content=chunks_of(USAGE_STREAM))
+
+    comm = communicator(asgi_app(streaming), plain_key)
+    await send_body(comm, chat_body("mock/gpt-x", stream=True))
+    assert (await read_reply(comm)).status == 200
+    await comm.wait(RECEIVE_SECONDS)  # the consumer is done: the request is counted
+
+    text = (await sync_to_async(Client().get)("/metrics")).content.decode()
+    labels = (("model", "other"), ("provider", "mock"))
+    assert samples(text, "omniroute_tokens_total") == {
+        (("direction", "in"), *labels): 7.0,
+        (("direction", "out"), *labels): 3.0,
+    }
+
+
+async def test_a_hostile_model_name_is_clipped_and_cannot_forge_a_line(
+    request_metrics: None,
+    fresh_snapshot: None,
+    connection: ProviderConnection,
+    plain_key: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    model = "mock/x\nstatus=200\tforged=1" + "m" * 100_000
+    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), plain_key)
+    await send_body(comm, chat_body(model))
+    await read_reply(comm)
+
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    line = record.getMessage()
+    assert "\n" not in line and len(line) < 1000
+    assert fields(record)["model"].endswith("...") and len(fields(record)["model"]) == 256

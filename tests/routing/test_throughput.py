@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from resilience.domain.stream_recovery import WatchdogSettings
-from routing.domain.throughput import ThroughputWatchdog, useful_bytes
+from resilience.domain.attempts.stream_recovery import WatchdogSettings
+from routing.domain.streams.throughput import ThroughputWatchdog, useful_bytes
 
 Event = tuple[str | None, Any]
 
@@ -29,7 +29,7 @@ def _anthropic_block(**block: Any) -> Event:
     return "content_block_start", {"type": "content_block_start", "content_block": block}
 
 
-# --- §6.1: useful bytes per event ---------------------------------------------------------------
+# --- useful bytes per event ---------------------------------------------------------------------
 
 CHAT_CASES: list[tuple[Event, tuple[int, bool]]] = [
     ((None, _chat(content="hello")), (5, False)),
@@ -94,7 +94,7 @@ def test_useful_bytes(event: Event, expected: tuple[int, bool]) -> None:
     assert useful_bytes(*event) == expected
 
 
-# --- §6.2: the decision ------------------------------------------------------------------------
+# --- the watchdog's decision ----------------------------------------------------------------------
 
 # Ready 20 s after the first event; 4 B/s over 10 s means at least 40 bytes in the window.
 SETTINGS = WatchdogSettings(
@@ -109,8 +109,10 @@ def _feed(watchdog: ThroughputWatchdog, events: list[tuple[float, int, bool]]) -
 def test_nothing_is_judged_before_warmup_and_window_have_passed() -> None:
     watchdog = ThroughputWatchdog(SETTINGS)
     assert _feed(watchdog, [(100.0, 0, False), (110.0, 0, False), (119.9, 0, False)]) == [
-        False, False, False,
-    ]  # fmt: skip
+        False,
+        False,
+        False,
+    ]
     assert watchdog.observe(0, False, 120.0)  # 20 s after the first event, not after 0
 
 

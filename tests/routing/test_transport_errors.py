@@ -1,4 +1,5 @@
-"""Naming an upstream transport failure from its exception chain (``routing.transport_errors``).
+"""Naming an upstream transport failure from its exception chain
+(``routing.proxy.upstream.errors``).
 
 Each failure is built as the aiohttp transport raises it: the operating system's error, the
 aiohttp error raised from it, then httpx-aiohttp's own translation of that into an httpx error
@@ -17,8 +18,8 @@ import httpx
 import pytest
 from httpx_aiohttp.transport import map_aiohttp_exceptions
 
-from routing.domain.outcomes import OutcomeKind
-from routing.transport_errors import (
+from routing.domain.attempts.outcomes import OutcomeKind
+from routing.proxy.upstream.errors import (
     BODY_CUT,
     CLOSED,
     CONNECT_TIMEOUT,

@@ -2,8 +2,8 @@
 
 A non-JSON (HTML, empty) body to a plain request, a JSON or non-SSE answer to a stream request,
 and a body over ``MAX_UPSTREAM_BODY_BYTES`` are each a failed attempt: the next target is
-tried, and with none left the client gets an OpenAI-style 502 (spec "Failing over or
-returning": "5xx, malformed or non-JSON 200 — retry per policy, then next target").
+tried, and with none left the client gets an OpenAI-style 502 (a
+malformed or non-JSON 200 is retried per policy, then the next target is tried).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import orjson
 import pytest
 from pytest_django.fixtures import Settings
 
-from routing.domain.breaker_rules import REQUEST_SCOPED_CODES
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.planning import Target
-from routing.upstream import Upstream
+from routing.domain.attempts.breaker_rules import REQUEST_SCOPED_CODES
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.plan.planning import Target
+from routing.proxy.upstream.client import Upstream
 from tests.routing.harness import (
     ACME_MODEL,
     BACKUP,

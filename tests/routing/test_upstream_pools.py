@@ -13,11 +13,11 @@ import orjson
 import pytest
 from httpx_aiohttp import AiohttpTransport
 
-from routing.domain.config import ConnectionInfo, ProviderInfo
-from routing.domain.outcomes import OutcomeKind
-from routing.domain.planning import Target
-from routing.fakeupstream import FakeUpstream
-from routing.upstream import Upstream
+from omniroute.tools.fakeupstream import FakeUpstream
+from routing.domain.attempts.outcomes import OutcomeKind
+from routing.domain.config.snapshot import ConnectionInfo, ProviderInfo
+from routing.domain.plan.planning import Target
+from routing.proxy.upstream.client import Upstream
 
 PAYLOAD = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]})
 

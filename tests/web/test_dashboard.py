@@ -8,9 +8,12 @@ in-process one. The browser and two-process tests are in ``tests/e2e/test_dashbo
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
@@ -18,14 +21,25 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from omniroute.asgi import application
-from omniroute.dashboard.events import GROUP, PROCESS, Publisher, TrafficMeter, is_error, publisher
-from omniroute.dashboard.snapshot import TrafficWindow
-from resilience.domain.breaker import BreakerPolicy, FailureKind
-from resilience.events import ResilienceEvent, emit
+from omniroute.core.events import ResilienceEvent, during_request, emit
+from omniroute.core.store import MemoryStore
+from omniroute.dashboard.events import (
+    GROUP,
+    PROCESS,
+    TRAFFIC_PREFIX,
+    Publisher,
+    TrafficMeter,
+    is_error,
+    publisher,
+)
+from omniroute.dashboard.snapshot import traffic_summary
+from omniroute.sockets import NOT_FOUND_CLOSE_CODE
+from resilience.domain.breaker.machine import BreakerPolicy, FailureKind
 from resilience.services.breakers import breaker_record_failure
-from resilience.store import MemoryStore
+from routing.proxy.telemetry import AccessRecord
 
 ORIGIN = (b"origin", b"http://testserver")
+HOST = (b"host", b"testserver")  # a browser's handshake names its host; the origin must match
 RECEIVE_SECONDS = 5
 
 
@@ -43,7 +57,7 @@ def _session_cookie(*, staff: bool) -> tuple[bytes, bytes]:
 
 
 async def _connect(*headers: tuple[bytes, bytes]) -> tuple[WebsocketCommunicator, bool]:
-    communicator = WebsocketCommunicator(application, "/ws/dashboard/", headers=list(headers))
+    communicator = WebsocketCommunicator(application, "/ws/dashboard/", headers=[HOST, *headers])
     connected, _ = await communicator.connect(timeout=RECEIVE_SECONDS)
     return communicator, connected
 
@@ -74,6 +88,26 @@ def test_the_page_is_for_staff_and_carries_the_first_snapshot(
     assert anonymous.status_code == 302 and "/admin/login/" in anonymous["Location"]
 
 
+@pytest.mark.django_db
+def test_the_page_counts_requests_made_before_it_was_opened(
+    admin_client: Client, fresh_process_store: MemoryStore
+) -> None:
+    def inline_traffic() -> Any:
+        page = admin_client.get("/admin/dashboard/").content.decode()
+        found = re.search(r'<script id="dashboard-snapshot"[^>]*>(.*?)</script>', page, re.S)
+        assert found is not None
+        return json.loads(found.group(1))["traffic"]
+
+    assert inline_traffic()["idle"] is True
+    now = fresh_process_store.clock()
+    report = _report("a:1", now - 2, 5, failovers=5)
+    async_to_sync(fresh_process_store.set)(f"{TRAFFIC_PREFIX}a:1:1", report, ttl=10)
+
+    traffic = inline_traffic()
+    assert (traffic["requests"], traffic["failovers"], traffic["idle"]) == (5, 5, False)
+    assert traffic["requests_per_second"] == 0.5
+
+
 # -- the WebSocket --------------------------------------------------------------------------
 
 
@@ -93,6 +127,38 @@ async def test_a_socket_from_another_origin_is_refused(fresh_process_store: Memo
     cookie = await database_sync_to_async(_session_cookie)(staff=True)
     _, connected = await _connect((b"origin", b"http://evil.example"), cookie)
     assert not connected
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_socket_from_the_same_host_on_another_port_is_refused(
+    fresh_process_store: MemoryStore,
+) -> None:
+    cookie = await database_sync_to_async(_session_cookie)(staff=True)
+
+    async def connect(origin: bytes) -> bool:
+        headers = [(b"host", b"testserver:8000"), (b"origin", origin), cookie]
+        communicator = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+        connected, _ = await communicator.connect(timeout=RECEIVE_SECONDS)
+        if connected:
+            await communicator.disconnect()
+        return bool(connected)
+
+    assert not await connect(b"http://testserver:1")
+    assert not await connect(b"http://testserver")
+    assert await connect(b"http://testserver:8000")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "path", ["/ws/other/", "/ws/dashboard/extra/", "/", "/v1/chat/completions"]
+)
+async def test_a_socket_to_an_unknown_path_is_closed_not_a_500(
+    fresh_process_store: MemoryStore, path: str
+) -> None:
+    communicator = WebsocketCommunicator(application, path, headers=[HOST, ORIGIN])
+    connected, code = await communicator.connect(timeout=RECEIVE_SECONDS)
+    assert not connected
+    assert code == NOT_FOUND_CLOSE_CODE
 
 
 @pytest.mark.django_db(transaction=True)
@@ -119,26 +185,80 @@ async def test_staff_get_a_snapshot_then_an_event_and_the_state_it_left(
     await communicator.disconnect()
 
 
+async def _caused(store: MemoryStore, name: str, request_id: str) -> None:
+    """A breaker opens, during request ``request_id`` (none: ``""``), in a task of its own as
+    each request's is."""
+
+    async def failing() -> None:
+        if request_id:
+            during_request(request_id)
+        policy = BreakerPolicy(failure_threshold=1)
+        await breaker_record_failure(
+            store=store, name=name, policy=policy, kind=FailureKind.TRANSIENT
+        )
+
+    await asyncio.get_running_loop().create_task(failing())
+
+
 @pytest.mark.django_db(transaction=True)
-async def test_traffic_reports_from_every_process_reach_the_snapshot(
-    fresh_process_store: MemoryStore,
+@pytest.mark.parametrize("logged", [True, False], ids=["request log on", "request log off"])
+async def test_an_event_a_request_caused_links_to_its_request_log_entry(
+    fresh_process_store: MemoryStore, settings: Any, logged: bool
 ) -> None:
+    settings.REQUEST_LOG_ENABLED = logged
     cookie = await database_sync_to_async(_session_cookie)(staff=True)
     communicator, connected = await _connect(ORIGIN, cookie)
     assert connected
     await _next(communicator, "snapshot")
-    layer = get_channel_layer()
+
+    await _caused(fresh_process_store, "acme", "0123abcd")
+    caused = await _next(communicator, "event")
+    await _caused(fresh_process_store, "other", "")
+    uncaused = await _next(communicator, "event")
+
+    link = "/admin/requestlog/requestlogentry/request/0123abcd/" if logged else ""
+    assert (caused["subject"], caused["request_id"], caused["request_url"]) == (
+        "acme",
+        "0123abcd",
+        link,
+    )
+    assert (uncaused["subject"], uncaused["request_id"], uncaused["request_url"]) == (
+        "other",
+        "",
+        "",
+    )
+    await communicator.disconnect()
+
+
+def _report(process: str, at: float, requests: int, errors: int = 0, failovers: int = 0) -> Any:
     queues = {"gates": [{"gate": "acme:1", "running": 2, "queued": 3}], "queues": []}
-    for process, requests, errors in (("a:1", 40, 4), ("b:2", 60, 1)):
-        report = {"type": "dashboard.traffic", "process": process, "requests": requests,
-                  "errors": errors, "seconds": 1.0, "queues": queues}  # fmt: skip
-        await layer.group_send(GROUP, report)
-    emit(ResilienceEvent("cooldown", "connection 1", "1000 ms"))  # wakes a snapshot now
-    await publisher.settle()
-    await _next(communicator, "event")
-    traffic = (await _next(communicator, "snapshot"))["traffic"]
+    return {
+        "process": process,
+        "requests": requests,
+        "errors": errors,
+        "failovers": failovers,
+        "queues": queues,
+        "at": at,
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_traffic_every_process_stored_reaches_the_snapshot_and_a_report_wakes_it(
+    fresh_process_store: MemoryStore,
+) -> None:
+    store, now = fresh_process_store, fresh_process_store.clock()
+    await store.set(f"{TRAFFIC_PREFIX}a:1:1", _report("a:1", now - 3, 40, 4, 2), ttl=10)
+    cookie = await database_sync_to_async(_session_cookie)(staff=True)
+    communicator, connected = await _connect(ORIGIN, cookie)
+    assert connected
+    first = (await _next(communicator, "snapshot"))["traffic"]  # stored before it opened
+    assert (first["requests"], first["failovers"], first["processes"]) == (40, 2, 1)
+
+    await store.set(f"{TRAFFIC_PREFIX}b:2:1", _report("b:2", now, 60, 1), ttl=10)
+    await get_channel_layer().group_send(GROUP, {"type": "dashboard.traffic", "process": "b:2"})
+    traffic = (await _next(communicator, "snapshot"))["traffic"]  # woken by the report
     assert (traffic["requests"], traffic["errors"], traffic["processes"]) == (100, 5, 2)
-    assert traffic["error_rate"] == 0.05
+    assert traffic["error_rate"] == 0.05 and traffic["idle"] is False
     assert {(q["process"], q["queued"]) for q in traffic["queues"]} == {("a:1", 3), ("b:2", 3)}
     await communicator.disconnect()
 
@@ -163,26 +283,70 @@ async def test_an_emitted_resilience_event_is_published_to_the_group() -> None:
         await layer.group_discard(GROUP, channel)
     assert message["type"] == "dashboard.event"
     assert (message["kind"], message["summary"], message["detail"]) == (
-        "model_lock", "30.0 s", {"model": "m"},
-    )  # fmt: skip
+        "model_lock",
+        "30.0 s",
+        {"model": "m"},
+    )
 
 
-async def test_the_traffic_meter_reports_its_interval_once_then_starts_again() -> None:
+def _finished(status: int, targets: int = 1) -> AccessRecord:
+    route = ("r", "POST", "/v1/chat/completions", "k", "m", "-")
+    return AccessRecord(*route, status=status, attempts=1, latency_ms=1, bytes=0, targets=targets)
+
+
+async def test_the_traffic_meter_counts_every_request_and_stores_one_report_per_interval() -> None:
     layer, channel = await _listening()
-    own = Publisher()
-    meter = TrafficMeter(own)
+    own, store = Publisher(), MemoryStore()
+    meter = TrafficMeter(own, store=lambda: store)
     try:
-        for status in (200, 200, 503, 429, 400):
-            meter.record(status)
-        assert meter.timer is not None  # one report scheduled for the interval
+        # given: served, failed over (two targets), refused, busy, a client's mistake, left
+        for status, targets in ((200, 1), (200, 2), (503, 2), (429, 0), (400, 0), (499, 1)):
+            meter.record(_finished(status, targets))
+        assert meter.timer is not None  # the first request after a quiet time: reported now
         meter.timer.cancel()
         meter.flush()
         await own.settle()
-        report = await asyncio.wait_for(layer.receive(channel), RECEIVE_SECONDS)
+        note = await asyncio.wait_for(layer.receive(channel), RECEIVE_SECONDS)
     finally:
         await layer.group_discard(GROUP, channel)
-    assert (report["requests"], report["errors"], report["process"]) == (5, 2, PROCESS)
-    assert (meter.requests, meter.errors, meter.timer) == (0, 0, None)
+    (report,) = (await store.scan(TRAFFIC_PREFIX)).values()
+    assert isinstance(report, dict)
+    assert (report["requests"], report["errors"], report["failovers"]) == (6, 2, 2)
+    assert (report["process"], note["type"]) == (PROCESS, "dashboard.traffic")
+    assert (meter.requests, meter.errors, meter.failovers, meter.timer) == (0, 0, 0, None)
+
+
+async def test_the_traffic_meter_reports_the_first_request_at_once_and_then_once_a_second() -> None:
+    meter = TrafficMeter(Publisher(), store=MemoryStore)
+    loop = asyncio.get_running_loop()
+    meter.record(_finished(200))
+    assert meter.timer is not None and meter.timer.when() - loop.time() <= 0.01
+    meter.timer.cancel()
+    meter.flush()
+    meter.record(_finished(200))
+    assert meter.timer is not None and meter.timer.when() - loop.time() > 0.9
+    meter.timer.cancel()
+    await meter.publisher.settle()
+
+
+async def test_a_request_the_proxy_records_reaches_the_process_meter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from omniroute.dashboard.events import traffic
+    from routing.proxy.telemetry import record_request
+
+    # given: the process meter with fresh counts and a report already due (so nothing is sent)
+    loop = asyncio.get_running_loop()
+    due = loop.call_later(3600, lambda: None)
+    for name, value in (("requests", 0), ("errors", 0), ("failovers", 0)):
+        monkeypatch.setattr(traffic, name, value)
+    monkeypatch.setattr(traffic, "timer", due)
+    monkeypatch.setattr(traffic, "loop", loop)
+    # when: the proxy records a request that failed over and was then refused
+    record_request(_finished(503, targets=2))
+    # then
+    assert (traffic.requests, traffic.errors, traffic.failovers) == (1, 1, 1)
+    due.cancel()
 
 
 def test_a_publisher_without_a_running_loop_drops_quietly() -> None:
@@ -207,19 +371,24 @@ def test_what_counts_as_an_error(status: int, error: bool) -> None:
     assert is_error(status) is error
 
 
-def test_the_traffic_window_forgets_old_reports_and_stale_queues() -> None:
-    window = TrafficWindow(window=10)
-    gate = {"gates": [{"gate": "g", "running": 1, "queued": 4}], "queues": []}
-    window.add({"process": "a", "requests": 30, "errors": 3, "queues": gate}, now=100)
-    window.add({"process": "b", "requests": 70, "errors": 0, "queues": {}}, now=104)
-    now = window.summary(now=105)
+def test_the_traffic_summary_forgets_old_reports_and_stale_queues() -> None:
+    reports = [_report("a", 99, 30, 3, 1), _report("b", 104, 70)]
+    now = traffic_summary(reports, now=105, window=10)
     assert (now["requests_per_second"], now["error_rate"], now["processes"]) == (10.0, 0.03, 2)
-    assert now["queues"] == [
-        {"process": "a", "kind": "gate", "name": "g", "queued": 4, "running": 1}
-    ]
-    later = window.summary(now=112)  # a's report is older than the window, b's is not
+    assert (now["failovers"], now["idle"]) == (1, False)
+    assert [q["process"] for q in now["queues"]] == ["b"]  # a's queues are older than 5 s
+    later = traffic_summary(reports, now=110, window=10)  # a's report left the window
     assert (later["requests"], later["processes"], later["queues"]) == (70, 1, [])
-    assert window.summary(now=200)["error_rate"] == 0.0
+
+
+def test_with_no_report_in_the_window_the_traffic_is_idle() -> None:
+    idle = traffic_summary([_report("a", 100, 5)], now=200, window=10)
+    assert (idle["idle"], idle["processes"], idle["requests"], idle["error_rate"]) == (
+        True,
+        0,
+        0,
+        0.0,
+    )
 
 
 @pytest.mark.django_db

@@ -108,3 +108,40 @@ def test_outage_while_writing_is_a_json_503_too() -> None:
         )
     assert response.status_code == 503, response.content
     assert response.json()["error"]["code"] == "service_unavailable"
+
+
+@pytest.mark.parametrize("depth", [65, 1000, 1100])
+@pytest.mark.parametrize("path", ["/api/providers/", "/api/resilience"])
+def test_a_deeply_nested_body_is_a_json_400(path: str, depth: int) -> None:
+    # 1 000 levels were a RecursionError in DRF's parser: a 500
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    body = '{"slug": ' + "[" * depth + "]" * depth + "}"
+    method = Client().patch if path == "/api/resilience" else Client().post
+    response = method(
+        path, body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["code"] == "invalid_request"
+    assert "64 levels" in error["message"]
+
+
+def test_a_body_over_the_upload_limit_is_a_json_413(settings: Settings) -> None:
+    # Django's RequestDataTooBig was answered with its HTML 400 page
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    _, key = api_key_create(name="operator", scopes=["manage"])
+    body = '{"slug": "' + "x" * 4096 + '"}'
+    response = Client().post(
+        "/api/providers/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+    assert response.status_code == 413
+    assert response["Content-Type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == "request_too_large" and "1024 bytes" in error["message"]
+
+
+def test_a_huge_path_is_clipped_in_the_404() -> None:
+    response = Client().get("/nowhere/" + "p" * 100_000)
+    assert response.status_code == 404
+    assert len(response.content) < 600
+    assert "..." in response.json()["error"]["message"]

@@ -23,9 +23,10 @@ def load_settings(tmp_path: Path, **variables: str) -> subprocess.CompletedProce
 
 def test_debug_is_off_by_default(tmp_path: Path) -> None:
     loaded = load_settings(
-        tmp_path, OMNIROUTE_SECRET_KEY="a-real-secret-" + "x" * 40,
+        tmp_path,
+        OMNIROUTE_SECRET_KEY="a-real-secret-" + "x" * 40,
         OMNIROUTE_ENCRYPTION_KEY=Fernet.generate_key().decode(),
-    )  # fmt: skip
+    )
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.split() == ["False", "False"]
 

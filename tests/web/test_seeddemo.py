@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from pytest_django.fixtures import Settings
 
-from routing.domain.keys import hash_key
+from routing.domain.config.keys import hash_key
 from routing.models import ClientApiKey
 from routing.services import api_key_create
 

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
-from routing.domain.keys import hash_key
+from routing.domain.config.keys import hash_key
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.services import api_key_create, combo_save, connection_save, provider_save
 
@@ -97,9 +97,14 @@ class Command(BaseCommand):
         )
         claude = provider_save(
             provider=claude,
-            fields={"slug": ANTHROPIC_DEMO, "name": "Mock (Anthropic format)",
-                    "category": "api_key", "base_url": url, "wire_format": "anthropic"},
-        )  # fmt: skip
+            fields={
+                "slug": ANTHROPIC_DEMO,
+                "name": "Mock (Anthropic format)",
+                "category": "api_key",
+                "base_url": url,
+                "wire_format": "anthropic",
+            },
+        )
         self._connection(claude, "demo-claude", url, 10)
         plaintext, new = demo_key(Path(settings.DATA_DIR) / DEMO_KEY_FILE)
         self._announce(plaintext, new, options["gateway_url"])

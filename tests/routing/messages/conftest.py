@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.store import MemoryStore
-from routing.domain.endpoints import MESSAGES
+from omniroute.core.store import MemoryStore
+from routing.domain.client.endpoints import MESSAGES
 from routing.models import Provider
 from tests.routing.format_support import (
     CLAUDE_BACKUP,

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from resilience.services.lockouts import lockout_list
+from resilience.services.lockout_operations import lockout_list
 from tests.routing.format_support import (
     CLAUDE_BACKUP,
     CLAUDE_PRIMARY,
@@ -134,9 +134,7 @@ async def test_a_stream_is_relayed_byte_for_byte(relay: Relay, first: int) -> No
 # --- 4. failover and what it leaves -----------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "failure", [UNAVAILABLE, OVERLOADED], ids=["503", "529-overloaded"]
-)  # fmt: skip
+@pytest.mark.parametrize("failure", [UNAVAILABLE, OVERLOADED], ids=["503", "529-overloaded"])
 async def test_a_5xx_fails_over_to_the_next_connection(
     relay: Relay, pair: tuple[int, int], failure: Behaviour
 ) -> None:
@@ -191,8 +189,9 @@ async def test_a_locked_only_target_is_a_503_in_anthropic_shape_with_retry_after
     assert (reply.status, reply.headers["retry-after"]) == (503, "20")
     error_object = anthropic_shaped(reply)
     assert (error_object["type"], error_object["code"]) == (
-        "overloaded_error", "all_targets_cooling_down"
-    )  # fmt: skip
+        "overloaded_error",
+        "all_targets_cooling_down",
+    )
     assert relay.fake.calls == [CLAUDE_PRIMARY]
 
 

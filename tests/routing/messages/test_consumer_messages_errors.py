@@ -56,7 +56,7 @@ INVALID = {
     "max-tokens-a-bool": (messages_request(max_tokens=True), "invalid_max_tokens"),
     "stream-a-string": (altered(stream="yes"), "invalid_stream"),
     "tools-an-object": (altered(tools={"name": "x"}), "invalid_tools"),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize(("body", "code"), INVALID.values(), ids=INVALID.keys())
@@ -73,10 +73,13 @@ async def test_an_invalid_request_is_a_400_in_anthropic_shape_and_asks_no_upstre
 
 @pytest.mark.parametrize(
     ("auth", "code"),
-    [(x_api_key("sk-not-a-key"), "invalid_api_key"), (bearer("sk-not-a-key"), "invalid_api_key"),
-     ([], "missing_api_key")],
+    [
+        (x_api_key("sk-not-a-key"), "invalid_api_key"),
+        (bearer("sk-not-a-key"), "invalid_api_key"),
+        ([], "missing_api_key"),
+    ],
     ids=["bad-x-api-key", "bad-bearer", "no-key"],
-)  # fmt: skip
+)
 async def test_a_bad_key_is_a_401_in_anthropic_shape(
     relay: Relay, first: int, auth: list[tuple[bytes, bytes]], code: str
 ) -> None:
@@ -105,8 +108,9 @@ async def test_a_model_of_an_openai_format_provider_is_a_404_no_executable_targe
     assert reply.status == 404
     error_object = anthropic_shaped(reply)
     assert (error_object["type"], error_object["code"]) == (
-        "not_found_error", "no_executable_targets"
-    )  # fmt: skip
+        "not_found_error",
+        "no_executable_targets",
+    )
     diagnostics = reply.json()["diagnostics"]  # kept beside the error object
     assert (diagnostics["wireFormat"], diagnostics["targetFormats"]) == ("anthropic", ["openai"])
     assert relay.fake.requests == []
@@ -137,8 +141,9 @@ async def test_a_body_over_the_limit_is_a_413_in_anthropic_shape(
     assert reply.status == 413
     error_object = anthropic_shaped(reply)
     assert (error_object["type"], error_object["code"]) == (
-        "request_too_large", "request_too_large"
-    )  # fmt: skip
+        "request_too_large",
+        "request_too_large",
+    )
     assert relay.fake.requests == []
 
 
@@ -153,11 +158,15 @@ async def test_an_anthropic_upstream_400_is_relayed_as_it_came(
     relay: Relay, pair: tuple[int, int]
 ) -> None:
     refused = orjson.dumps(
-        {"type": "error",
-         "error": {"type": "invalid_request_error",
-                   "message": "messages.0.content: Input should be a valid list"}},
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "messages.0.content: Input should be a valid list",
+            },
+        },
         option=orjson.OPT_INDENT_2,
-    )  # fmt: skip
+    )
     relay.fake.behaviours.update(
         {CLAUDE_PRIMARY: answer(400, refused), CLAUDE_BACKUP: answer(200, RAW_ANSWER)}
     )
@@ -179,9 +188,12 @@ async def test_an_openai_shaped_upstream_400_is_rendered_in_anthropic_shape(
     assert reply.status == 400
     assert reply.json() == {
         "type": "error",
-        "error": {"type": "invalid_request_error", "message": "temperature: out of range",
-                  "code": "bad_param"},
-    }  # fmt: skip
+        "error": {
+            "type": "invalid_request_error",
+            "message": "temperature: out of range",
+            "code": "bad_param",
+        },
+    }
 
 
 async def test_an_upstream_refusing_the_gateways_key_is_a_502_in_anthropic_shape(

@@ -1,4 +1,4 @@
-"""Fusion and pipeline combos on ``POST /v1/messages`` (reference-part2 §7.2 items 18, 19):
+"""Fusion and pipeline combos on ``POST /v1/messages``:
 the same preludes as for chat, with the answers' text read from the content's text blocks,
 the turns added to ``messages``, streams and errors in Anthropic's shape."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 
-from routing.domain.fusion import REVIEW_PROMPT
 from routing.models import Provider
+from routing.strategies.fusion import REVIEW_PROMPT
 from tests.routing.format_support import (
     Relay,
     anthropic_error,

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-import routing.streams as routing_streams
+import routing.proxy.streams as routing_streams
+from omniroute import stopping
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
-from routing.domain.messages_stream import MESSAGE_STOP
+from routing.domain.streams.messages import MESSAGE_STOP
+from routing.proxy.recovery import SHUTDOWN_MESSAGE
 from tests.routing.format_support import (
     CLAUDE_BACKUP,
     CLAUDE_PRIMARY,
@@ -31,7 +33,7 @@ from tests.routing.harness import (
     UNAVAILABLE,
     Behaviour,
 )
-from tests.routing.stream_support import CUT, streaming
+from tests.routing.stream_support import CUT, stopping_after, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,8 +48,9 @@ def ends_with_interruption(reply: Any) -> dict[str, Any]:
     assert name == "error" and last["type"] == "error"
     error_object = last["error"]
     assert (error_object["type"], error_object["code"]) == (
-        "api_error", "upstream_stream_interrupted"
-    )  # fmt: skip
+        "api_error",
+        "upstream_stream_interrupted",
+    )
     assert error_object["message"]
     assert b"message_stop" not in reply.body
     return dict(error_object)
@@ -58,9 +61,11 @@ async def test_a_stream_cut_after_its_first_token_is_finished_by_the_next_target
 ) -> None:
     sent = messages_events()[: MESSAGES_FIRST_TOKEN + 2]  # two deltas
     relay.fake.behaviours.update(
-        {CLAUDE_PRIMARY: streaming(sent, then=CUT),
-         CLAUDE_BACKUP: streaming(messages_events(ident="msg_02"))}
-    )  # fmt: skip
+        {
+            CLAUDE_PRIMARY: streaming(sent, then=CUT),
+            CLAUDE_BACKUP: streaming(messages_events(ident="msg_02")),
+        }
+    )
 
     reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
 
@@ -82,9 +87,11 @@ async def test_with_continuation_off_a_cut_stream_ends_with_an_error_event(
     await database_sync_to_async(resilience_settings_update)(patch=patch)
     sent = messages_events()[: MESSAGES_FIRST_TOKEN + 2]
     relay.fake.behaviours.update(
-        {CLAUDE_PRIMARY: streaming(sent, then=CUT),
-         CLAUDE_BACKUP: streaming(messages_events(ident="msg_02"))}
-    )  # fmt: skip
+        {
+            CLAUDE_PRIMARY: streaming(sent, then=CUT),
+            CLAUDE_BACKUP: streaming(messages_events(ident="msg_02")),
+        }
+    )
 
     reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
 
@@ -110,15 +117,28 @@ async def test_an_in_band_error_after_the_first_token_ends_with_the_gateways_err
 
 
 async def test_a_tool_use_block_commits_the_stream(relay: Relay, pair: tuple[int, int]) -> None:
-    start, tool = messages_events()[0], named(
-        "content_block_start",
-        {"type": "content_block_start", "index": 0,
-         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}},
-    )  # fmt: skip
+    start, tool = (
+        messages_events()[0],
+        named(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "lookup",
+                    "input": {},
+                },
+            },
+        ),
+    )
     relay.fake.behaviours.update(
-        {CLAUDE_PRIMARY: streaming([start, tool], then=CUT),
-         CLAUDE_BACKUP: streaming(messages_events(ident="msg_02"))}
-    )  # fmt: skip
+        {
+            CLAUDE_PRIMARY: streaming([start, tool], then=CUT),
+            CLAUDE_BACKUP: streaming(messages_events(ident="msg_02")),
+        }
+    )
 
     reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
 
@@ -205,3 +225,18 @@ async def test_an_answer_without_content_is_relayed_not_failed_over(
 
     assert (reply.connection, reply.body) == (pair[0], b"".join(empty))
     assert relay.fake.calls == [CLAUDE_PRIMARY]
+
+
+async def test_an_open_stream_ends_with_an_error_event_when_the_process_stops(
+    relay: Relay, first: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signal = stopping.ShuttingDown()
+    monkeypatch.setattr(stopping, "shutting_down", signal)
+    sent = messages_events()[: MESSAGES_FIRST_TOKEN + 2]  # two text deltas, then nothing
+    relay.fake.behaviours[CLAUDE_PRIMARY] = stopping_after(sent, signal.set)
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    error = {"type": "api_error", "message": SHUTDOWN_MESSAGE, "code": "server_shutting_down"}
+    assert sse(reply)[-1] == ("error", {"type": "error", "error": error})
+    assert messages_text(reply) == "".join(TEXT[:2])

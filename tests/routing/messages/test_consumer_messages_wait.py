@@ -1,4 +1,4 @@
-"""A streaming Messages client whose combo waits out a cooldown (reference-part2 §4.7): the head
+"""A streaming Messages client whose combo waits out a cooldown: the head
 (200, ``text/event-stream``) and an SSE comment go out before the wait; a success continues that
 stream, a failure is told in-band as Anthropic's ``error`` event, then ``message_stop``.
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from channels.testing import ApplicationCommunicator
 
-import routing.attempts as routing_attempts
-from routing.domain.messages_stream import MESSAGE_STOP, MessagesStream
+import routing.proxy.clock as proxy_clock
+from routing.domain.streams.messages import MESSAGE_STOP, MessagesStream
 from routing.models import Combo, Provider
-from routing.relay import KEEP_ALIVE
+from routing.proxy.relay import KEEP_ALIVE
 from routing.services import combo_save
 from tests.routing.format_support import (
     CLAUDE_PRIMARY,
@@ -51,7 +51,7 @@ async def streamed(relay: Relay, monkeypatch: pytest.MonkeyPatch) -> tuple[Reply
         sent_before_waits.append(comm.output_queue.qsize())
         relay.clock.advance(seconds)
 
-    monkeypatch.setattr(routing_attempts, "pause", pause)
+    monkeypatch.setattr(proxy_clock, "pause", pause)
     await send_body(comm, messages_request("duo", stream=True))
     return await read_reply(comm), sent_before_waits
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from resilience.store import MemoryStore
-from routing.domain.endpoints import RESPONSES
+from omniroute.core.store import MemoryStore
+from routing.domain.client.endpoints import RESPONSES
 from tests.routing.format_support import (
     CLAUDE_PRIMARY,
     Relay,

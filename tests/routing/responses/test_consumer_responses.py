@@ -13,7 +13,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from resilience.services.lockouts import lockout_list, lockout_record
+from resilience.services.lockout_operations import lockout_list
+from resilience.services.lockouts import lockout_record
 from tests.routing.format_support import (
     ACME_MODEL,
     CLAUDE_MODEL,
@@ -166,9 +167,11 @@ INVALID = {
     "no-input": (orjson.dumps({"model": ACME_MODEL}), "missing_input"),
     "input-a-number": (orjson.dumps({"model": ACME_MODEL, "input": 3}), "invalid_input"),
     "background-a-string": (responses_request(background="yes"), "invalid_background"),
-    "previous-id-empty": (responses_request(previous_response_id=""),
-                          "invalid_previous_response_id"),
-}  # fmt: skip
+    "previous-id-empty": (
+        responses_request(previous_response_id=""),
+        "invalid_previous_response_id",
+    ),
+}
 
 
 @pytest.mark.parametrize(("body", "code"), INVALID.values(), ids=INVALID.keys())
@@ -222,9 +225,13 @@ async def test_a_model_of_an_anthropic_format_provider_is_a_404_no_executable_ta
 
 async def test_an_upstream_400_is_relayed_as_it_came(relay: Relay, both: tuple[int, int]) -> None:
     refused = {
-        "error": {"message": "Unsupported parameter: 'foo'.", "type": "invalid_request_error",
-                  "param": "foo", "code": "unknown_parameter"}
-    }  # fmt: skip
+        "error": {
+            "message": "Unsupported parameter: 'foo'.",
+            "type": "invalid_request_error",
+            "param": "foo",
+            "code": "unknown_parameter",
+        }
+    }
     relay.fake.behaviours.update(
         {PRIMARY: answer(400, orjson.dumps(refused)), BACKUP: answered("resp_b")}
     )

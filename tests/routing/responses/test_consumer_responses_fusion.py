@@ -1,4 +1,4 @@
-"""Fusion and pipeline combos on ``POST /v1/responses`` (reference-part2 §7.2 items 18, 19):
+"""Fusion and pipeline combos on ``POST /v1/responses``:
 the answers' text is ``output_text`` or the output messages' text, the turns go to ``input``
 (a string input becomes its first user turn); a request continuing a stored response
 (``previous_response_id``) is refused, since that conversation lives at one account."""
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 
-from routing.domain.fusion import REVIEW_PROMPT
 from routing.models import Provider
+from routing.strategies.fusion import REVIEW_PROMPT
 from tests.routing.format_support import (
     Relay,
     response_object,

@@ -9,9 +9,10 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
+from omniroute import stopping
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services.lockouts import lockout_record
-from routing.domain.requests import BACKGROUND_WARNING
+from routing.domain.client.requests import BACKGROUND_WARNING
 from routing.models import Combo, Provider
 from routing.services import combo_save
 from tests.routing.format_support import (
@@ -33,7 +34,7 @@ from tests.routing.harness import (
     Behaviour,
     answer,
 )
-from tests.routing.stream_support import CUT, streaming
+from tests.routing.stream_support import CUT, stopping_after, streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,16 +86,24 @@ async def test_a_stream_ending_before_response_completed_ends_with_an_error_even
     assert reply.body.startswith(b"".join(sent))
     name, last = sse(reply)[-1]
     assert (name, last["code"], last["sequence_number"]) == (
-        "error", "upstream_stream_interrupted", len(sent)
-    )  # fmt: skip
+        "error",
+        "upstream_stream_interrupted",
+        len(sent),
+    )
 
 
 IN_BAND_FAILURE = named(
     "response.failed",
-    {"type": "response.failed", "sequence_number": 1,
-     "response": {"id": "resp_1", "status": "failed",
-                  "error": {"code": "server_error", "message": "overloaded"}}},
-)  # fmt: skip
+    {
+        "type": "response.failed",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_1",
+            "status": "failed",
+            "error": {"code": "server_error", "message": "overloaded"},
+        },
+    },
+)
 
 BEFORE_FIRST_TOKEN = {
     "cut": streaming(responses_events()[:RESPONSES_FIRST_TOKEN], then=CUT),
@@ -227,9 +236,10 @@ async def test_previous_response_id_follows_a_combo_step_pinned_to_its_connectio
 
     def add_combo() -> None:
         combo_save(
-            combo=Combo(), fields={"name": "duo"},
+            combo=Combo(),
+            fields={"name": "duo"},
             targets=[{"provider": acme, "model": "m1"}, {"provider": acme, "model": "m2"}],
-        )  # fmt: skip
+        )
 
     await database_sync_to_async(add_combo)()
     relay.fake.behaviours.update({PRIMARY: UNAVAILABLE, BACKUP: answered("resp_b")})
@@ -241,3 +251,19 @@ async def test_previous_response_id_follows_a_combo_step_pinned_to_its_connectio
 
     assert reply.connection == backup
     assert relay.fake.sent[calls:] == [(BACKUP, "m1")]
+
+
+async def test_an_open_stream_ends_with_an_error_event_when_the_process_stops(
+    relay: Relay, primary: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    signal = stopping.ShuttingDown()
+    monkeypatch.setattr(stopping, "shutting_down", signal)
+    sent = responses_events()[: RESPONSES_FIRST_TOKEN + 2]  # two text deltas, then nothing
+    relay.fake.behaviours[PRIMARY] = stopping_after(sent, signal.set)
+
+    reply = await relay.post(responses_request(stream=True))
+
+    name, error = sse(reply)[-1]
+    assert name == "error" and error["code"] == "server_shutting_down"
+    assert error["sequence_number"] == len(sent)  # numbered after the last event relayed
+    assert responses_text(reply) == "".join(TEXT[:2])

@@ -1,0 +1,123 @@
+"""Shared admin pieces (resilience and routing admins): the service-calling base class and small
+form helpers."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+if TYPE_CHECKING:  # generic in django-stubs, not subscriptable at runtime
+    ModelAdminBase = admin.ModelAdmin[Any]
+    ModelFormBase = forms.ModelForm[Any]
+    TabularInlineBase = admin.TabularInline[Any, Any]
+else:
+    ModelAdminBase, ModelFormBase, TabularInlineBase = (
+        admin.ModelAdmin,
+        forms.ModelForm,
+        admin.TabularInline,
+    )
+
+
+class LinesField(forms.CharField):
+    """A list of strings edited as text: one per line, or comma-separated."""
+
+    widget = forms.Textarea(attrs={"rows": 3})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:  # type: ignore[override]
+        text = super().to_python(value) or ""
+        return [item.strip() for item in re.split(r"[,\n]", text) if item.strip()]
+
+
+def human_seconds(seconds: int) -> str:
+    """A duration to the second for operators: "42 s", "12 min 5 s", "3 h 5 min 7 s", or "—"
+    for none (zero parts are left out: "10 min")."""
+    if seconds <= 0:
+        return "—"
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = ((hours, "h"), (minutes, "min"), (secs, "s"))
+    return " ".join(f"{value} {unit}" for value, unit in parts if value)
+
+
+class Tone:
+    """The colour of a state badge (the styles are in templates/admin/base_site.html)."""
+
+    OK = "ok"  # serving
+    WARN = "warn"  # held back for a while, comes back on its own
+    BAD = "bad"  # out until an operator acts, or open
+    QUIET = "quiet"  # over, or nothing to say
+
+
+def state_badge(text: str, tone: str, detail: str = "") -> SafeString:
+    """A state at a glance for a change list: ``text`` on a badge coloured by ``tone``, with
+    ``detail`` shown on hover (the change page has the full story)."""
+    if detail:
+        return format_html(
+            '<span class="state-badge state-badge--{}" title="{}">{}</span>', tone, detail, text
+        )
+    return format_html('<span class="state-badge state-badge--{}">{}</span>', tone, text)
+
+
+SECONDS_PER_DAY = 86_400
+
+
+def human_duration(delta: timedelta) -> str:
+    """A time left for operators: whole days from two days up ("30 d"), else to the second
+    ("1 h 5 min 3 s")."""
+    seconds = math.ceil(delta.total_seconds())
+    if seconds >= 2 * SECONDS_PER_DAY:
+        return f"{seconds // SECONDS_PER_DAY} d"
+    return human_seconds(seconds)
+
+
+MOMENT_FORMAT = "Y-m-d H:i:s"  # admin times are shown to the second, in the current time zone
+
+
+def moment(value: datetime | None) -> str:
+    """``value`` to the second in the current time zone ("2026-01-31 14:05:09"), or "—"."""
+    if value is None:
+        return "—"
+    return date_format(timezone.localtime(value), MOMENT_FORMAT)
+
+
+def formfield(db_field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | None:
+    """Model form fields with URLs assumed https (Django 6's default, without the warning)."""
+    if isinstance(db_field, models.URLField):
+        kwargs.setdefault("assume_scheme", "https")
+    return db_field.formfield(**kwargs)
+
+
+class ServiceAdmin(ModelAdminBase):
+    """Base admin: a service's ValidationError rolls the save back and is reported, not a 500."""
+
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        # The form already ran the model's full_clean, so this is the last resort: the whole
+        # change (Django wraps it in one transaction) is rolled back and the reason shown.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ValidationError as exc:
+            self.message_user(request, "; ".join(exc.messages), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())

@@ -1,0 +1,51 @@
+"""Bounds on what a client sends: how deep its JSON may nest, and how much of a string it
+chose (a model name, a path, an id) the gateway repeats in an error, a header or a log line
+(pure; stdlib only).
+
+A hostile client may send a model name of a megabyte or JSON nested a thousand levels deep;
+the gateway answers it in a few hundred bytes and never re-encodes what it could not bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_ECHO_CHARS", "clip", "header_text", "nesting_exceeds"]
+
+DEFAULT_MAX_JSON_DEPTH = 64
+MAX_ECHO_CHARS = 256
+ELLIPSIS = "..."  # ASCII: a header value writes it as it is
+
+
+def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis marking the cut."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def header_text(text: str) -> bytes:
+    """``text`` as a header value: printable ASCII only, anything else written as a Python
+    escape (so a CR or LF cannot end the header and a non-Latin-1 character cannot fail it)."""
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    if escaped.isprintable():
+        return escaped.encode("ascii")
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in escaped).encode("ascii")
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether parsed JSON ``value`` nests objects and arrays more than ``limit`` levels deep.
+
+    Iterative (a deep value cannot exhaust the stack) and stops at the first container past
+    the limit; a flat body costs one look at each of its containers.
+    """
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False

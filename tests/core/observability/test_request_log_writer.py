@@ -1,0 +1,104 @@
+"""The request log's queue and background writer: batches, a bounded queue that drops and
+counts, and pruning on its own clock (no database: the write and prune are injected)."""
+
+from __future__ import annotations
+
+import threading
+
+from omniroute.core.observability.requestlog.record import RequestRecord
+from omniroute.core.observability.requestlog.writer import DROPPED, RequestLogWriter
+
+WAIT_SECONDS = 10
+
+
+def _record(index: int) -> RequestRecord:
+    return RequestRecord(f"req-{index}", 0.0, "/v1/chat/completions", 200, 1)
+
+
+class Blocked:
+    """A write that holds the writer thread until released, recording what it got."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def __call__(self, records: list[RequestRecord]) -> None:
+        self.entered.set()
+        assert self.release.wait(WAIT_SECONDS)
+        self.batches.append([r.request_id for r in records])
+
+
+def test_a_full_queue_drops_new_records_and_counts_them() -> None:
+    # given: the writer is busy with one record and its queue of 3 is full
+    write = Blocked()
+    writer = RequestLogWriter(capacity=3, write=write, prune_every_seconds=3600)
+    assert writer.submit(_record(0))
+    assert write.entered.wait(WAIT_SECONDS)
+    assert all(writer.submit(_record(i)) for i in (1, 2, 3))
+    before = DROPPED._value.get()
+
+    # when
+    refused = [writer.submit(_record(i)) for i in (4, 5)]
+
+    # then: the two are dropped and counted; everything queued is written, in order
+    assert refused == [False, False]
+    assert writer.dropped == 2
+    assert DROPPED._value.get() == before + 2
+    write.release.set()
+    assert writer.wait_until_written(WAIT_SECONDS)
+    assert [rid for batch in write.batches for rid in batch] == [f"req-{i}" for i in range(4)]
+    assert writer.written == 4
+
+
+def test_records_queued_behind_a_write_go_in_one_batch() -> None:
+    write = Blocked()
+    writer = RequestLogWriter(capacity=100, write=write, prune_every_seconds=3600, batch_size=10)
+    writer.submit(_record(0))
+    assert write.entered.wait(WAIT_SECONDS)
+    for index in range(1, 26):
+        writer.submit(_record(index))
+
+    write.release.set()
+
+    assert writer.wait_until_written(WAIT_SECONDS)
+    assert [len(batch) for batch in write.batches] == [1, 10, 10, 5]
+    assert writer.dropped == 0
+
+
+def test_a_failed_write_is_dropped_and_the_writer_goes_on() -> None:
+    written: list[str] = []
+
+    def write(records: list[RequestRecord]) -> None:
+        if records[0].request_id == "req-0":
+            raise RuntimeError("database gone")
+        written.extend(r.request_id for r in records)
+
+    writer = RequestLogWriter(capacity=10, write=write, prune_every_seconds=3600)
+    writer.submit(_record(0))
+    assert writer.wait_until_written(WAIT_SECONDS)
+    writer.submit(_record(1))
+
+    assert writer.wait_until_written(WAIT_SECONDS)
+    assert written == ["req-1"]
+
+
+def test_pruning_runs_on_its_own_clock_without_any_request() -> None:
+    pruned = threading.Semaphore(0)
+    writer = RequestLogWriter(
+        capacity=10, write=lambda records: None, prune=pruned.release, prune_every_seconds=0.05
+    )
+    writer.submit(_record(0))  # starts the thread; pruning then repeats with no more records
+
+    assert all(pruned.acquire(timeout=WAIT_SECONDS) for _ in range(3))
+
+
+def test_wait_until_written_is_bounded() -> None:
+    write = Blocked()
+    writer = RequestLogWriter(capacity=10, write=write, prune_every_seconds=3600)
+    writer.submit(_record(0))
+    assert write.entered.wait(WAIT_SECONDS)
+
+    assert not writer.wait_until_written(0.05)
+    write.release.set()
+    assert writer.wait_until_written(WAIT_SECONDS)

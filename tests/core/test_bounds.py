@@ -1,0 +1,48 @@
+"""Pure tests of the bounds on client input: nesting depth, clipped echoes, header text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from omniroute.core.bounds import MAX_ECHO_CHARS, clip, header_text, nesting_exceeds
+
+
+def nested(depth: int, opener: str = "[") -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value] if opener == "[" else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("opener", ["[", "{"])
+@pytest.mark.parametrize(("depth", "exceeds"), [(1, False), (64, False), (65, True), (5000, True)])
+def test_nesting_is_counted_in_objects_and_arrays(opener: str, depth: int, exceeds: bool) -> None:
+    assert nesting_exceeds(nested(depth, opener), 64) is exceeds
+
+
+def test_scalars_and_wide_values_do_not_exceed() -> None:
+    assert not nesting_exceeds("x", 1)
+    assert not nesting_exceeds({"a": [1] * 100_000, "b": {"c": [{}] * 1000}}, 4)
+    assert nesting_exceeds({"a": 1, "b": [1, [2, [3]]]}, 3)
+
+
+def test_clip_keeps_short_text_and_marks_a_cut() -> None:
+    assert clip("gpt-4o") == "gpt-4o"
+    assert clip("m" * MAX_ECHO_CHARS) == "m" * MAX_ECHO_CHARS
+    clipped = clip("m" * 1_000_000)
+    assert len(clipped) == MAX_ECHO_CHARS and clipped.endswith("...")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("target=acme/gpt-4o", b"target=acme/gpt-4o"),
+        ("a\r\nx-evil: 1", b"a\\x0d\\x0ax-evil: 1"),
+        ("caf\u00e9 \u2603", b"caf\\xe9 \\u2603"),
+        ("nul\x00tab\t", b"nul\\x00tab\\x09"),
+    ],
+)
+def test_header_text_is_printable_ascii(text: str, expected: bytes) -> None:
+    assert header_text(text) == expected

@@ -1,0 +1,95 @@
+"""The labels of the request metrics stay bounded: a model gets a series of its own only when
+the catalog or a combo names it, every other one is ``other`` (docs/operating.md, "Logs,
+metrics and probes")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import REGISTRY
+
+from omniroute.core.observability.metrics import COUNTED, OTHER
+from routing.domain.attempts.outcomes import Outcome, OutcomeKind
+from routing.domain.config.snapshot import CatalogEntry, ComboInfo, ComboStep, ConfigSnapshot
+from routing.proxy.telemetry import AccessRecord, known_models, record_request, request_metrics
+from tests.routing.auto_support import target
+
+UNKNOWN = 10_000
+
+
+@pytest.fixture
+def empty_metrics() -> Iterator[None]:
+    for metric in COUNTED:
+        metric.clear()
+    yield
+    for metric in COUNTED:
+        metric.clear()
+
+
+def snapshot() -> ConfigSnapshot:
+    return ConfigSnapshot(
+        catalog={("mock", "gpt-x"): CatalogEntry("mock", "gpt-x")},
+        combos={
+            "fast": ComboInfo("fast", "priority", (ComboStep("other-co", "claude-y"),)),
+            "globbed": ComboInfo("globbed", "priority", (ComboStep("mock", "gpt-4*"),)),
+        },
+    )
+
+
+def series() -> int:
+    """How many request-metric samples the registry exposes now."""
+    names = {metric._name for metric in COUNTED}
+    return sum(
+        len(family.samples)
+        for family in REGISTRY.collect()
+        if family.name in names or family.name.removesuffix("_total") in names
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "label"),
+    [
+        ("gpt-x", "gpt-x"),  # in the catalog
+        ("mock/gpt-x", "mock/gpt-x"),
+        ("fast", "fast"),  # a combo's name
+        ("claude-y", "claude-y"),  # a combo's step
+        ("other-co/claude-y", "other-co/claude-y"),
+        ("gpt-4o", OTHER),  # only a glob step names it
+        ("made-up", OTHER),
+    ],
+)
+def test_a_model_is_labelled_only_when_the_configuration_names_it(model: str, label: str) -> None:
+    assert request_metrics(snapshot(), model, []).model == label
+
+
+def test_known_models_are_built_once_per_snapshot() -> None:
+    config = snapshot()
+    assert known_models(config) is known_models(config)
+    assert known_models(ConfigSnapshot()) == frozenset()
+
+
+def test_ten_thousand_unknown_models_add_no_series(empty_metrics: None) -> None:
+    config = snapshot()
+    tried = target(1, model="made-up-0")
+    success = Outcome(OutcomeKind.SUCCESS, status=200)
+
+    def finish(model: str) -> None:
+        labels = request_metrics(config, f"mock/{model}", [(tried, success)])
+        record = AccessRecord("r", "POST", "/v1/chat/completions", "k", model, "-", 200, 1, 1, 0, 1)
+        record_request(record, labels)
+
+    finish("made-up-0")
+    after_one = series()
+    for n in range(1, UNKNOWN):
+        finish(f"made-up-{n}")
+
+    assert series() == after_one
+    [sample] = [
+        s
+        for family in REGISTRY.collect()
+        if family.name == "omniroute_requests"
+        for s in family.samples
+        if s.name == "omniroute_requests_total"
+    ]
+    assert sample.labels["model"] == OTHER and sample.value == UNKNOWN
