@@ -10,11 +10,16 @@ one locked on an upstream hint) and two session leases. The second breaker opens
 request before the kill: SIGKILL follows the moment its answer arrives. A new gateway process on
 the same data must then show every one of them as before (same cooldown end, same lock end,
 breakers still OPEN, leases once each, a new owner gets a connection nobody holds).
+
+"Under load" is made certain, not left to timing: one held request, on an upstream of its own
+that answers only after ``HOLD_MS``, is seen to reach that upstream before the kill and must be
+cut by it. The background load may or may not have a request in flight at that instant.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -44,7 +49,8 @@ SETTINGS = {
     "availability": {"transientCooldownBaseMs": 60_000, "transientCooldownCapMs": 300_000},
 }
 HINT_SECONDS = 900
-LOAD_LATENCY_MS = 100  # each load request is in flight that long: the kill always cuts some
+LOAD_LATENCY_MS = 100  # each load request is in flight that long
+HOLD_MS = 60_000  # the held request's upstream answers this late: the kill comes first
 AFTER_REQUESTS = 100  # served by the restarted process, every one must succeed
 DOWN = {"status": 503}
 MESSAGES = [{"role": "user", "content": "hi"}]
@@ -140,8 +146,9 @@ def _key(op: Operator, name: str, models: list[str], **fields: Any) -> str:
     return str(op.post("/api/keys/", {"name": name, "allowed_models": models, **fields})["key"])
 
 
-def configure(op: Operator, fake: FakeUpstream) -> Scenario:
-    """The providers, connections and keys of one run."""
+def configure(op: Operator, fake: FakeUpstream, holder: FakeUpstream) -> Scenario:
+    """The providers, connections and keys of one run (``holder``: the held request's
+    upstream)."""
     answer = op.api.patch("/api/resilience", json=SETTINGS)
     if answer.status_code != 200:
         raise RuntimeError(f"PATCH /api/resilience: {answer.status_code} {answer.text}")
@@ -155,7 +162,8 @@ def configure(op: Operator, fake: FakeUpstream) -> Scenario:
     flaky, flaky_ids = _provider(op, fake, "flaky", DOWN)
     hint, hint_ids = _provider(op, fake, "hint", hinted)
     lease, lease_ids = _provider(op, fake, "lease", {}, {}, {})
-    providers = [load, breaker_a, breaker_b, cool, term, flaky, hint, lease]
+    held, _ = _provider(op, holder, "held", {"latency_ms": HOLD_MS})
+    providers = [load, breaker_a, breaker_b, cool, term, flaky, hint, lease, held]
     client = _key(op, "restart-client", [f"{p}/*" for p in providers])
     managed = _key(
         op,
@@ -170,6 +178,7 @@ def configure(op: Operator, fake: FakeUpstream) -> Scenario:
         client_key=client,
         managed_key=managed,
         load_model=f"{load}/m",
+        held_model=f"{held}/m",
         breakers=(breaker_a, breaker_b),
         cooled=cool_ids[0],
         terminal=term_ids[0],
@@ -183,6 +192,39 @@ def ask(url: str, key: str, model: str) -> httpx.Response:
     with httpx.Client(headers={"authorization": f"Bearer {key}"}, timeout=15) as client:
         body = {"model": model, "messages": MESSAGES}
         return client.post(f"{url}/v1/chat/completions", json=body)
+
+
+class HeldRequest:
+    """One request whose upstream answers after ``HOLD_MS``: in flight until the kill cuts it."""
+
+    def __init__(self, url: str, key: str, model: str, holder: FakeUpstream) -> None:
+        self.holder = holder
+        self.error: BaseException | None = None
+        self.answer: httpx.Response | None = None
+        self._thread = threading.Thread(target=self._send, args=(url, key, model), daemon=True)
+
+    def _send(self, url: str, key: str, model: str) -> None:
+        try:
+            with httpx.Client(headers={"authorization": f"Bearer {key}"}, timeout=120) as client:
+                body = {"model": model, "messages": MESSAGES}
+                self.answer = client.post(f"{url}/v1/chat/completions", json=body)
+        except httpx.HTTPError as error:
+            self.error = error
+
+    def start(self) -> HeldRequest:
+        self._thread.start()
+        if not self.holder.wait_for(lambda fake: fake.requests, timeout=15):
+            raise RuntimeError("the held request did not reach its upstream within 15 s")
+        return self
+
+    def outcome(self) -> str | None:
+        """After the kill: None when it was cut, else what happened to it."""
+        self._thread.join(timeout=15)
+        if isinstance(self.error, httpx.TransportError):
+            return None
+        if self.answer is not None:
+            return f"answered {self.answer.status_code} {self.answer.text[:200]}"
+        return f"ended with {self.error!r}" if self.error else "still waiting 15 s after the kill"
 
 
 def lease_call(url: str, key: str, owner: str, body: dict[str, Any]) -> httpx.Response:
@@ -240,15 +282,17 @@ def run_mode(mode: str, services: Services | None, workdir: Path) -> Outcome:
             )
         env, manage_key = prepared_env(path, overrides)
         fake = stack.enter_context(FakeUpstream(record=False).start())
+        holder = stack.enter_context(FakeUpstream().start())
         log = workdir / f"restarttest-{mode}.log"
         first = GatewayProcess(env, log)
         stack.callback(first.stop)
         first.start()
         op = Operator(first.url, manage_key)
         stack.callback(op.close)
-        sc = configure(op, fake)
+        sc = configure(op, fake, holder)
         load = Load(first.url, sc.client_key, sc.load_model).start()
         stack.callback(load.stop)
+        held = HeldRequest(first.url, sc.client_key, sc.held_model, holder).start()
         drive(first.url, sc, outcome.problems)
         _wait("breaker OPEN", lambda: snapshot(op, sc).breaker_state(sc.breakers[0]) == "open")
         before = snapshot(op, sc)
@@ -261,8 +305,10 @@ def run_mode(mode: str, services: Services | None, workdir: Path) -> Outcome:
             outcome.problems.append(f"the last call did not reach the upstream: {last.text}")
         outcome.load_ok, outcome.load_failed = load.stop()
         outcome.load_reasons = dict(load.reasons)
-        if outcome.load_ok == 0 or not 1 <= outcome.load_failed <= load.workers:
-            # Failed: only what was in flight at the kill, and something was.
+        if (held_outcome := held.outcome()) is not None:
+            outcome.problems.append(f"the held request was not cut by the kill: {held_outcome}")
+        if outcome.load_ok == 0 or outcome.load_failed > load.workers:
+            # Failed: at most what was in flight at the kill.
             outcome.problems.append(
                 f"load before the kill: {outcome.load_ok} answered, {outcome.load_failed} "
                 f"failed {outcome.load_reasons}"

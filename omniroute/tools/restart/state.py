@@ -34,6 +34,7 @@ class Scenario:
     client_key: str
     managed_key: str
     load_model: str
+    held_model: str  # the request in flight at the kill (module doc of check)
     breakers: tuple[str, str]  # opened early; opened by the last call before the kill
     cooled: int  # connection cooling down on an upstream Retry-After
     terminal: int  # connection made terminal by a 401
