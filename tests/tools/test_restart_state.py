@@ -20,6 +20,7 @@ def scenario() -> Scenario:
         client_key="k",
         managed_key="mk",
         load_model="p-load/m",
+        held_model="p-held/m",
         breakers=("p-a", "p-b"),
         cooled=1,
         terminal=2,
