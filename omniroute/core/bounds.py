@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DEFAULT_MAX_JSON_DEPTH", "MAX_ECHO_CHARS", "clip", "header_text", "nesting_exceeds"]
+__all__ = [
+    "DEFAULT_MAX_JSON_DEPTH",
+    "MAX_ECHO_CHARS",
+    "MAX_ECHO_ITEMS",
+    "bounded",
+    "clip",
+    "header_text",
+    "nesting_exceeds",
+]
 
 DEFAULT_MAX_JSON_DEPTH = 64
 MAX_ECHO_CHARS = 256
+MAX_ECHO_ITEMS = 50  # of a list or mapping of errors repeated to a client
 ELLIPSIS = "..."  # ASCII: a header value writes it as it is
 
 
@@ -22,6 +31,26 @@ def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - len(ELLIPSIS)] + ELLIPSIS
+
+
+def bounded(value: Any) -> Any:
+    """An error's details, JSON-shaped, with every string (values and keys) clipped and every
+    list and mapping cut to ``MAX_ECHO_ITEMS`` entries. A string that carries a ``code``
+    (a framework's error detail) is rebuilt with it, so the code survives the cut."""
+    if isinstance(value, str):
+        if len(value) <= MAX_ECHO_CHARS:
+            return value
+        code = getattr(value, "code", None)
+        if code is None:
+            return clip(value)
+        rebuild: Any = type(value)  # a str subclass taking (text, code)
+        return rebuild(clip(value), code)
+    if isinstance(value, dict):
+        items = list(value.items())[:MAX_ECHO_ITEMS]
+        return {clip(str(key)): bounded(item) for key, item in items}
+    if isinstance(value, list | tuple):
+        return [bounded(item) for item in value[:MAX_ECHO_ITEMS]]
+    return value
 
 
 def header_text(text: str) -> bytes:

@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from omniroute.core.bounds import bounded
 from omniroute.core.parsers import BoundedJSONParser
 from omniroute.core.settings import SETTINGS, FieldSpec, Kind, SettingsError, unflatten
 from resilience.services import resilience_settings_document, resilience_settings_update
@@ -98,12 +99,14 @@ ERROR_SCHEMA = {
 
 
 def _invalid(exc: SettingsError) -> Response:
-    details = "; ".join(f"{path} {message}" for path, message in exc.errors.items())
+    """The 400; an unknown key is the client's own text, so every echo is bounded."""
+    fields = bounded(dict(exc.errors))
+    details = "; ".join(f"{path} {message}" for path, message in fields.items())
     error = {
         "message": f"Invalid settings: {details}",
         "type": "invalid_request_error",
         "code": "invalid_settings",
-        "fields": exc.errors,
+        "fields": fields,
     }
     return Response({"error": error}, status=status.HTTP_400_BAD_REQUEST)
 

@@ -3,6 +3,10 @@
 A validation error raised with one of the gateway's documented codes (upper case, such as
 ``LEASE_KEY_POLICY_INVALID``) answers with that code and its message, so that clients can
 tell it apart from a plain invalid field.
+
+Nothing a client sent comes back unbounded: DRF repeats a refused choice, and settings errors
+name an unknown key, so every string of an error (messages, field names) is clipped to
+``MAX_ECHO_CHARS`` and every list to ``MAX_ECHO_ITEMS`` items (docs/architecture.md, bounds).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from rest_framework.exceptions import ErrorDetail
 from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from omniroute.core.bounds import bounded
 
 CODES = {
     400: "invalid_request",
@@ -63,7 +69,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(_as_drf(exc), context)
     if response is None:
         return None
-    detail = response.data
+    detail = bounded(response.data)
     error: dict[str, Any] = {
         "type": _TYPES.get(response.status_code, "api_error"),
         "code": CODES.get(response.status_code, "error"),

@@ -243,7 +243,8 @@ async def test_a_running_request_keeps_its_slot_by_refreshing_it() -> None:
 
 
 async def test_while_the_store_is_away_each_process_keeps_its_own_limits() -> None:
-    # Decision 18: the store never fails a request; caps are per process while degraded.
+    # The store never fails a request; caps are per process while degraded
+    # (docs/resilience.md, the state store).
     clock = FakeClock()
     away = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     stores = [
