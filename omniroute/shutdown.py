@@ -5,7 +5,7 @@ Daphne speaks no ASGI lifespan, so nothing tells the application that the proces
 On SIGINT or SIGTERM its reactor cancels every running request before shutting down
 (``Server.kill_all_applications``, a "before shutdown" trigger the reactor waits for).
 :class:`GatewayServer` first drains: it stops listening, sets the stop signal
-(``omniroute.stopping``: open streams end with the in-band ``server_shutting_down`` error, a
+(``omniroute.core.stopping``: open streams end with the in-band ``server_shutting_down`` error, a
 request arriving on a connection still open gets a 503) and waits until the running requests
 are over, ``SHUTDOWN_GRACE_SECONDS`` at most; then daphne cancels what is left. Once they are
 gone, it closes the upstream connection pools (aiohttp sessions) on the same event loop, then
@@ -30,8 +30,8 @@ from daphne.http_protocol import WebRequest
 from django.conf import settings
 from twisted.internet.defer import Deferred
 
-from omniroute import stopping
 from omniroute.body_timeout import bound_request_time
+from omniroute.core import stopping
 from omniroute.flowcontrol import (
     FlowControlledCommandLine,
     FlowControlledFactory,

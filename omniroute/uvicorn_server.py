@@ -13,7 +13,7 @@ application daphne serves, on uvloop with the httptools parser:
   after as long;
 - uvicorn's ``send`` waits for the client's transport to drain before it writes a body part,
   so a streamed answer keeps its back-pressure (what ``omniroute.flowcontrol`` adds to daphne);
-- on SIGTERM or SIGINT it stops accepting and sets the stop signal (``omniroute.stopping``:
+- on SIGTERM or SIGINT it stops accepting and sets the stop signal (``omniroute.core.stopping``:
   open streams end with the in-band ``server_shutting_down`` error), lets plain requests finish
   for ``SHUTDOWN_GRACE_SECONDS``, cancels what is left, then the lifespan's stop closes the
   upstream pools (``omniroute.lifespan``).
@@ -32,7 +32,7 @@ from typing import Any
 
 import uvicorn
 
-from omniroute import stopping
+from omniroute.core import stopping
 
 logger = logging.getLogger("omniroute.server")
 

@@ -1,5 +1,5 @@
 """Daphne's stop drains first (``omniroute.shutdown``): it stops listening, sets the stop
-signal (``omniroute.stopping``) and waits for the running HTTP requests, never for a
+signal (``omniroute.core.stopping``) and waits for the running HTTP requests, never for a
 WebSocket (the dashboard's lasts as long as its page)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from daphne.http_protocol import WebRequest
 from daphne.ws_protocol import WebSocketProtocol
 
-from omniroute import stopping
+from omniroute.core import stopping
 from omniroute.shutdown import GatewayServer
 
 # Far below the grace period: a drain that waited for the WebSocket would take all of it.

@@ -2,8 +2,10 @@
 
 The rules (``RULES``): ``omniroute/core`` imports no app; no product module imports the
 development tools (``omniroute/tools``); nothing under ``resilience/`` imports ``routing`` or
-``leases``; nothing under ``leases/`` imports ``routing``; and from outside ``leases/`` only its
-declared interface (``leases.interface``, ``leases.urls``) is imported. What a lower layer needs
+``leases``; nothing under ``leases/`` imports ``routing``; from outside ``leases/`` only its
+declared interface (``leases.interface``, ``leases.urls``) is imported; and of the project
+package the apps import only ``omniroute.core`` (the ``serve`` command, the process's entry,
+also starts the project's supervisor). What a lower layer needs
 from an upper one is handed in as plain data or a callback. The tests are exempt.
 
 Read from the source with ``ast`` (imports inside functions and ``TYPE_CHECKING`` blocks count
@@ -65,6 +67,13 @@ RULES = (
         "resilience-imports-no-upper-layer", trees=("resilience",), forbidden=("routing", "leases")
     ),
     Rule("leases-imports-no-routing", trees=("leases",), forbidden=("routing",)),
+    Rule(
+        "apps-import-only-the-core-of-the-project",
+        trees=("resilience", "routing", "leases"),
+        forbidden=("omniroute.",),
+        allowed=("omniroute.core",),
+        exempt=("routing/management/commands/serve.py",),
+    ),
     Rule(
         "leases-only-through-its-interface",
         trees=("omniroute", "resilience", "routing"),
@@ -227,6 +236,11 @@ PLANTED = [
         "leases/u.py",
         "from routing.snapshot import current_snapshot\n",
         "leases/u.py:1 imports routing.snapshot (leases-imports-no-routing)",
+    ),
+    (
+        "routing/t.py",
+        "from omniroute.shutdown import drain\n",
+        "routing/t.py:1 imports omniroute.shutdown (apps-import-only-the-core-of-the-project)",
     ),
 ]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from omniroute.core.bounds import clip
 from omniroute.core.observability.tracing import RequestTrace
+from omniroute.core.stopping import SHUTTING_DOWN
 from omniroute.core.store import StateStore
-from omniroute.stopping import SHUTTING_DOWN
 from routing.domain.attempts.outcomes import Outcome
 from routing.domain.client.catalog import model_detail, model_list
 from routing.domain.client.endpoints import MESSAGES, Endpoint

@@ -37,7 +37,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from omniroute.stopping import SHUTTING_DOWN
+from omniroute.core.stopping import SHUTTING_DOWN
 from routing.domain.client.usage import NO_TOKENS, Tokens, added
 from routing.domain.config.vocabulary import Prefill
 from routing.domain.plan.planning import Target

@@ -3,7 +3,7 @@ answers in the client API's shape, the request id, and the race against the clie
 ``http.disconnect`` (Channels dispatches one message at a time, so ``handle()`` would never
 see it: a watcher cancels the work when the client leaves).
 
-The race may also end the work when the process starts to stop (``omniroute.stopping``): a
+The race may also end the work when the process starts to stop (``omniroute.core.stopping``): a
 stream is ended then, in :meth:`ProxyConsumer.end_at_shutdown`, while a plain answer is left
 to finish. A request that arrives once the stop has begun is refused with a 503
 ``server_shutting_down``.
@@ -23,7 +23,7 @@ from channels.generic.http import AsyncHttpConsumer
 from django.conf import settings
 from django.utils import timezone
 
-from omniroute import stopping
+from omniroute.core import stopping
 from omniroute.core.events import during_request
 from omniroute.core.observability.requestlog.writer import request_log_writer
 from omniroute.core.observability.tracing import RequestTrace, start_request

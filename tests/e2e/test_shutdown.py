@@ -6,7 +6,7 @@ through it opens an upstream connection pool (an aiohttp session). The stop must
 pool (no ``Unclosed client session`` at exit), print no traceback and exit 0; and the requests
 answered just before it are all in the request log. A plain request still upstream when the
 stop begins is answered, and a stream still open ends with the in-band
-``server_shutting_down`` error (``omniroute.stopping``).
+``server_shutting_down`` error (``omniroute.core.stopping``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from omniroute.stopping import SHUTDOWN_GRACE_SECONDS
+from omniroute.core.stopping import SHUTDOWN_GRACE_SECONDS
 from omniroute.tools.fakeupstream import FakeUpstream
 from tests.conftest import free_port
 from tests.e2e.conftest import (

@@ -1,4 +1,4 @@
-"""The process starts to stop (``omniroute.stopping``): a stream still open ends with the
+"""The process starts to stop (``omniroute.core.stopping``): a stream still open ends with the
 in-band ``server_shutting_down`` error, a stream whose head has not gone out gets a 503, a
 plain request is left to finish, and a request that arrives once the stop has begun is
 refused with a 503 ``server_shutting_down``.
@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 import routing.proxy.clock as proxy_clock
-from omniroute import stopping
+from omniroute.core import stopping
 from routing.domain.streams.chat import error_event
 from routing.domain.streams.sse import DONE_EVENT
 from routing.models import Combo, Provider

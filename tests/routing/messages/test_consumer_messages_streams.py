@@ -10,7 +10,7 @@ import pytest
 from channels.db import database_sync_to_async
 
 import routing.proxy.streams as routing_streams
-from omniroute import stopping
+from omniroute.core import stopping
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record

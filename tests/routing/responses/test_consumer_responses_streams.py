@@ -9,7 +9,7 @@ import orjson
 import pytest
 from channels.db import database_sync_to_async
 
-from omniroute import stopping
+from omniroute.core import stopping
 from resilience.domain.lockout import LockScope, model_slot
 from resilience.services.lockouts import lockout_record
 from routing.domain.client.requests import BACKGROUND_WARNING
