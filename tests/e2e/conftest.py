@@ -36,6 +36,8 @@ from tests.conftest import free_port, require_service
 from tests.databases import delete_keys, gateway_database, redis_prefix, run_key_patterns
 
 ROOT = Path(__file__).resolve().parents[2]
+# Screenshots and other files a run keeps for a reader (git ignores the directory).
+ARTIFACTS = Path(os.environ.get("OMNIROUTE_TEST_ARTIFACTS") or ROOT / "test-artifacts")
 UPSTREAM_SECRET = "sk-upstream-e2e-SECRET-0123456789"
 READ_TIMEOUT_SECONDS = 1.5
 MAX_BODY_BYTES = 64 * 1024

@@ -6,13 +6,13 @@ touching this test), the model-cooldowns page and a combo's change page with its
 fit the window: nothing scrolls sideways, neither the results table's container nor the page.
 The admin index sums the gateway's health up in one line whose counts link to the lists.
 
-A screenshot of every page goes to ``OMNIROUTE_SCREENSHOT_DIR`` (default: the test's own
-temporary directory).
+A screenshot of every page is kept in ``test-artifacts/admin-layout/``
+(``OMNIROUTE_TEST_ARTIFACTS`` moves the whole directory); the pictures in ``docs/images/`` are
+taken from there.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +32,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from omniroute.core.store import MemoryStore
 from routing.models import Combo
 from tests.e2e.admin_state import Seeded, seed_busy_gateway
-from tests.e2e.conftest import ROOT
+from tests.e2e.conftest import ARTIFACTS, ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -68,8 +68,8 @@ class Page:
 
 
 @pytest.fixture
-def screenshots(tmp_path: Path) -> Path:
-    directory = Path(os.environ.get("OMNIROUTE_SCREENSHOT_DIR") or tmp_path / "screenshots")
+def screenshots() -> Path:
+    directory = ARTIFACTS / "admin-layout"
     directory.mkdir(parents=True, exist_ok=True)
     return directory
 

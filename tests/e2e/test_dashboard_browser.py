@@ -10,7 +10,6 @@ seconds of its answer. Screenshots are kept in ``test-artifacts/``
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from omniroute.tools.fakeupstream import FakeUpstream
-from tests.e2e.conftest import ROOT, Gateway, make_route, prepare_gateway, records, serving
+from tests.e2e.conftest import ARTIFACTS, Gateway, make_route, prepare_gateway, records, serving
 from tests.e2e.dashboard_support import (
     MESSAGES,
     create_admin,
@@ -32,7 +31,6 @@ from tests.e2e.dashboard_support import (
 
 pytestmark = pytest.mark.e2e
 
-ARTIFACTS = Path(os.environ.get("OMNIROUTE_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 WAIT_SECONDS = 15
 SHOWN_WITHIN_SECONDS = 2.0  # from the client's answer to the dashboard showing the request
 POLL_SECONDS = 0.05
