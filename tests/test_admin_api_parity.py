@@ -225,12 +225,12 @@ PARITY: dict[tuple[str, str], Route] = {
     ("resilience.StatusRestatementRule", "change"): Route(
         "PUT",
         "/api/restatement-rules/{id}/",
-        "tests/resilience/test_rules_api.py::test_a_builtin_restatement_rule_cannot_be_deleted",
+        "tests/resilience/test_rules_api.py::test_an_operator_restatement_rule_is_replaced_edited_and_deleted",
     ),
     ("resilience.StatusRestatementRule", "delete"): Route(
         "DELETE",
         "/api/restatement-rules/{id}/",
-        "tests/resilience/test_rules_api.py::test_a_builtin_restatement_rule_cannot_be_deleted",
+        "tests/resilience/test_rules_api.py::test_an_operator_restatement_rule_is_replaced_edited_and_deleted",
     ),
     ("resilience.StatusRestatementRule", "action:delete_selected"): Route(
         "DELETE",

@@ -106,6 +106,23 @@ def test_enable_and_disable_an_operator_restatement_rule(manage_client: APIClien
     assert StatusRestatementRule.objects.get(rule_id="quota-403").from_statuses == [403]
 
 
+def test_an_operator_restatement_rule_is_replaced_edited_and_deleted(
+    manage_client: APIClient,
+) -> None:
+    created = manage_client.post(RESTATEMENTS, A_RESTATEMENT, format="json")
+    assert created.status_code == 201, created.content
+    url = f"{RESTATEMENTS}{created.json()['id']}/"
+
+    replaced = manage_client.put(url, {**A_RESTATEMENT, "to_status": 503}, format="json")
+    patched = manage_client.patch(url, {"text_markers": ["quota", "limit"]}, format="json")
+    deleted = manage_client.delete(url)
+
+    assert replaced.status_code == 200 and replaced.json()["to_status"] == 503
+    assert patched.status_code == 200 and patched.json()["text_markers"] == ["quota", "limit"]
+    assert deleted.status_code == 204
+    assert not StatusRestatementRule.objects.filter(rule_id="quota-403").exists()
+
+
 def test_a_builtin_restatement_rule_cannot_be_deleted(manage_client: APIClient) -> None:
     rule = StatusRestatementRule.objects.filter(is_builtin=True).first()
     assert rule is not None
