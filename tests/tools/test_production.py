@@ -11,7 +11,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL_COMMANDS = ("availability", "bench", "chaos", "fakeupstream", "restarttest", "soak")
+TOOL_COMMANDS = (
+    "availability",
+    "bench",
+    "benchpair",
+    "benchprofile",
+    "chaos",
+    "fakeupstream",
+    "restarttest",
+    "soak",
+)
 
 
 def _help(debug: str) -> str:
