@@ -148,7 +148,8 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # Inside the package, so that pip install . installs them (tests/test_packaging.py).
+        # omniroute/templates links to the top-level templates/: pip install . ships them as
+        # the package's data, and a checkout reads them through the link (tests/test_packaging.py).
         "DIRS": [Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {

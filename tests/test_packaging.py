@@ -1,6 +1,7 @@
-"""What ``pip install .`` installs is enough to serve: every template and non-Python file the
-apps load sits inside a package and is named by the package data of ``pyproject.toml``
-(docs/architecture.md, the layout). A template left beside the packages works from a checkout
+"""What ``pip install .`` installs is enough to serve: every template the apps load is reached
+from inside a package and named by the package data of ``pyproject.toml``. The templates live
+in the top-level ``templates/`` (docs/architecture.md, the layout); ``omniroute/templates`` is a
+link to it, which the build follows. A template only beside the packages works from a checkout
 and fails after a plain install."""
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
@@ -15,6 +17,13 @@ from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("omniroute", "resilience", "routing", "leases")
+TEMPLATES = ROOT / "templates"
+
+
+def tracked(*paths: str) -> list[str]:
+    return subprocess.run(
+        ["git", "ls-files", *paths], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
 
 
 def package_data() -> dict[str, list[str]]:
@@ -30,19 +39,34 @@ def shipped(path: Path) -> bool:
     return any(fnmatch.fnmatch(inside, glob) for glob in package_data().get(package, []))
 
 
+def package_files() -> Iterator[Path]:
+    """The non-Python files of the packages as the build sees them: a linked directory's files
+    under the link's own path."""
+    for name in tracked(*PACKAGES):
+        path = ROOT / name
+        if path.is_symlink() and path.is_dir():
+            yield from (Path(name) / f.relative_to(path) for f in path.rglob("*") if f.is_file())
+        elif not name.endswith((".py", ".pyi")):
+            yield Path(name)
+
+
 def test_template_directories_are_inside_a_package() -> None:
     (engine,) = settings.TEMPLATES
-    directories = cast("list[str]", engine["DIRS"])
-    for directory in directories:
-        relative = Path(directory).resolve().relative_to(ROOT)
+    for directory in cast("list[str]", engine["DIRS"]):
+        relative = Path(directory).relative_to(ROOT)
         assert relative.parts[0] in PACKAGES, f"{relative} is not inside a package"
 
 
+def test_every_template_is_reached_from_a_package() -> None:
+    templates = tracked("templates")
+    assert templates, "no template found: the check would pass on nothing"
+    reached = {str(path) for path in package_files()}
+    missing = [t for t in templates if f"omniroute/{t}" not in reached]
+    assert not missing, f"not inside the omniroute package: {missing}"
+
+
 def test_every_non_python_file_of_the_packages_is_package_data() -> None:
-    tracked = subprocess.run(
-        ["git", "ls-files", *PACKAGES], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
-    files = [Path(name) for name in tracked if not name.endswith((".py", ".pyi"))]
+    files = list(package_files())
     missing = [str(path) for path in files if not shipped(path)]
     assert not missing, f"not installed by pip install .: {missing}"
-    assert files, "no template found: the check would pass on nothing"
+    assert files, "no file found: the check would pass on nothing"
