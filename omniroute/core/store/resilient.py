@@ -1,8 +1,10 @@
 """``ResilientStore``: a state store that never fails a request because its server is away.
 
 It wraps a shared *primary* (``RedisStore``) and a process-local *fallback* (``MemoryStore`` on
-the same clock).  Every primary call is bounded by ``timeout`` seconds.  When the primary does
-not answer in time or the connection fails (server down, restarting, unreachable, too slow):
+the same clock).  Every primary call is bounded by ``timeout`` seconds of a running event
+loop: when the loop itself was paused past the timeout (the process stopped or starved of CPU),
+the answer may be waiting unread, and the primary gets one more ``timeout``.  When the primary
+does not answer in time or the connection fails (server down, restarting, unreachable, too slow):
 
 * that call is answered by the fallback, and the store becomes **degraded**;
 * for ``retry_interval`` seconds every call goes straight to the fallback, without touching the
@@ -54,6 +56,7 @@ RecoveryCallback = Callable[[], Awaitable[object]]
 
 DEFAULT_RETRY_INTERVAL_SECONDS = 1.0
 PROBE_KEY = "store:probe"  # never written: read to learn whether the primary answers again
+LATE_FRACTION = 0.5  # a timeout firing later than this (of itself) found the loop paused
 RESTART_ATTEMPTS = 3  # a call refused by more restarts in a row is served locally
 UNAVAILABLE: tuple[type[BaseException], ...] = (
     RedisConnectionError,  # refused, reset, closed; also "still loading its data"
@@ -201,6 +204,11 @@ class ResilientStore(StateStore):
         task, started = asyncio.ensure_future(work), time.monotonic()
         try:
             done, _ = await asyncio.wait((task,), timeout=self.timeout)
+            if not done and self._loop_was_late(started):
+                # This process did not run for a while (stopped, starved of CPU, blocked by a
+                # long call): the answer may be waiting unread, so the primary gets one more
+                # ``timeout`` of a loop that listens before it is called unreachable.
+                done, _ = await asyncio.wait((task,), timeout=self.timeout)
         except BaseException:
             self._abandon(task, name, started)
             raise
@@ -208,6 +216,11 @@ class ResilientStore(StateStore):
             self._abandon(task, name, started)
             raise StoreTimeoutError(f"{name}: no answer within {self.timeout * 1000:g} ms")
         return task.result()
+
+    def _loop_was_late(self, started: float) -> bool:
+        """Whether the timeout fired late by more than ``LATE_FRACTION`` of itself: then the
+        event loop, not the primary, is what did not answer in time."""
+        return time.monotonic() - started > self.timeout * (1 + LATE_FRACTION)
 
     def _abandon(self, task: asyncio.Task[T], name: str, started: float) -> None:
         task.cancel()

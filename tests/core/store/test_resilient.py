@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -115,6 +116,37 @@ async def test_a_stalled_primary_is_bounded_by_the_timeout(
     assert resilient.degraded_reason == "StoreTimeoutError: incr: no answer within 10 ms"
     await asyncio.sleep(0)  # the abandoned call is cancelled in the background
     assert primary.cancelled == 1
+
+
+class AnsweredDuringAPause:
+    """A primary whose answer arrives ``ANSWER_AFTER`` seconds in and takes two more loop turns
+    to read (as a Redis reply is parsed), while the process is paused for ``PAUSE``."""
+
+    ANSWER_AFTER, TIMEOUT, PAUSE = 0.05, 0.2, 0.6
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    async def get(self, key: str) -> Json:
+        answered = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(self.ANSWER_AFTER, answered.set_result, "value")
+        await answered
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        return "value"
+
+
+async def test_a_process_paused_past_the_timeout_reads_the_answer_that_came_meanwhile(
+    clock: FakeClock,
+) -> None:
+    primary = AnsweredDuringAPause(clock)
+    store = ResilientStore(cast(StateStore, primary), timeout=primary.TIMEOUT)
+    loop = asyncio.get_running_loop()
+    # The pause starts once the call waits; the answer and the timeout are both due when it ends.
+    loop.call_soon(time.sleep, primary.PAUSE)
+
+    assert await store.get("k") == "value"
+    assert not store.degraded
 
 
 async def test_an_update_may_run_its_function_twice(
