@@ -15,23 +15,21 @@ are exactly those matching ``run_key_patterns()``, and the session deletes them 
 from __future__ import annotations
 
 import os
-import re
 import secrets
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-import psycopg
-import redis
 from django.db.backends.base.base import BaseDatabaseWrapper
-from psycopg import sql
 from redis.exceptions import RedisError
+
+from omniroute.tools.servers import create_database as create_database
+from omniroute.tools.servers import drop_database as drop_database
+from omniroute.tools.servers import maintenance, prefix_pattern, unlink_matching
+from omniroute.tools.servers import on_database as on_database
 
 # The schemes django-environ reads as PostgreSQL.
 POSTGRES_SCHEMES = ("postgres", "postgresql", "pgsql", "psql")
-MAINTENANCE_DATABASE = "postgres"
-CONNECT_TIMEOUT_SECONDS = 3
 # The Redis the suite's own Redis tests use when ``REDIS_URL`` is not set.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DELETE_BATCH = 500
 
 # (server URL, name) of every database the run made; dropped at its end.
 _made: list[tuple[str, str]] = []
@@ -42,40 +40,13 @@ def is_postgres(url: str) -> bool:
     return urlsplit(url).scheme in POSTGRES_SCHEMES
 
 
-def on_database(url: str, name: str) -> str:
-    """``url`` with its database replaced by ``name`` (user, host, port and options kept)."""
-    parts = urlsplit(url)
-    return urlunsplit(("postgresql", parts.netloc, f"/{name}", parts.query, ""))
-
-
 def unique_database_name(kind: str) -> str:
     """``test_omniroute_<kind>_<pid>_<hex>``: no other run (or test) picks the same name."""
     return f"test_omniroute_{kind}_{os.getpid()}_{secrets.token_hex(4)}"
 
 
-def _maintenance(url: str) -> psycopg.Connection[tuple[object, ...]]:
-    server = on_database(url, MAINTENANCE_DATABASE)
-    return psycopg.connect(server, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-
-
-def create_database(url: str, name: str) -> str:
-    """Create the empty database ``name`` on ``url``'s server; return its URL.
-
-    Raises ``psycopg.OperationalError`` when the server does not answer."""
-    with _maintenance(url) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return on_database(url, name)
-
-
-def drop_database(url: str, name: str) -> None:
-    """Drop ``name`` on ``url``'s server, ending the connections still open on it."""
-    with _maintenance(url) as admin:
-        drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-        admin.execute(drop.format(sql.Identifier(name)))
-
-
 def database_exists(url: str, name: str) -> bool:
-    with _maintenance(url) as admin:
+    with maintenance(url) as admin:
         found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
         return found.fetchone() is not None
 
@@ -131,29 +102,14 @@ def redis_prefix(tag: str = "t") -> str:
 
 def run_key_patterns(prefix: str) -> list[str]:
     """SCAN patterns matching the keys of the run whose prefix is ``prefix``, and no other's."""
-    escaped = re.sub(r"([*?\[\]\\])", r"\\\1", prefix)
-    root = re.sub(r"([*?\[\]\\])", r"\\\1", prefix.rstrip(":"))
-    return [f"{escaped}*", f"{root}-*"]
+    return [prefix_pattern(prefix), prefix_pattern(f"{prefix.rstrip(':')}-")]
 
 
 def delete_keys(url: str, patterns: list[str]) -> int:
-    """Delete every key matching one of ``patterns`` (SCAN, then UNLINK); return how many.
+    """Delete every key matching one of ``patterns``; return how many.
 
     Does nothing (0) when no Redis answers at ``url``: then the run wrote no keys there."""
-    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=10)
-    deleted = 0
     try:
-        for pattern in patterns:
-            batch: list[bytes] = []
-            for key in client.scan_iter(match=pattern, count=DELETE_BATCH):
-                batch.append(key)
-                if len(batch) == DELETE_BATCH:
-                    deleted += int(client.unlink(*batch))
-                    batch = []
-            if batch:
-                deleted += int(client.unlink(*batch))
+        return unlink_matching(url, patterns)
     except (RedisError, OSError):
-        return deleted
-    finally:
-        client.close()
-    return deleted
+        return 0

@@ -16,15 +16,8 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
-import redis
-from psycopg import sql
-
-MAINTENANCE_DATABASE = "postgres"
-CONNECT_TIMEOUT_SECONDS = 3
-DELETE_BATCH = 500
+from omniroute.tools.servers import create_database, drop_database, prefix_pattern, unlink_matching
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +27,6 @@ class SharedServers:
 
     postgres: str
     redis: str
-
-
-def on_database(url: str, name: str) -> str:
-    """``url`` with its database replaced by ``name`` (user, host, port and options kept)."""
-    parts = urlsplit(url)
-    return urlunsplit(("postgresql", parts.netloc, f"/{name}", parts.query, ""))
 
 
 def side_database_name(side: str) -> str:
@@ -54,46 +41,21 @@ def side_redis_prefix(side: str) -> str:
     return f"omniroute-bench-{slug}-{os.getpid()}-{secrets.token_hex(4)}:"
 
 
-def _run_on_server(url: str, statement: sql.Composed) -> None:
-    server = on_database(url, MAINTENANCE_DATABASE)
-    with psycopg.connect(server, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as admin:
-        admin.execute(statement)
-
-
-def delete_prefixed_keys(url: str, prefix: str) -> None:
-    """Delete every key under ``prefix`` (SCAN, then UNLINK)."""
-    pattern = re.sub(r"([*?\[\]\\])", r"\\\1", prefix) + "*"
-    client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=10)
-    try:
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=pattern, count=DELETE_BATCH):
-            batch.append(key)
-            if len(batch) == DELETE_BATCH:
-                client.unlink(*batch)
-                batch = []
-        if batch:
-            client.unlink(*batch)
-    finally:
-        client.close()
-
-
 @contextmanager
 def shared_state(servers: SharedServers, side: str) -> Iterator[dict[str, str]]:
     """A new database and key prefix for ``side``, as the variables a gateway reads
     (``DATABASE_URL``, ``REDIS_URL``, ``OMNIROUTE_REDIS_PREFIX``); the database is dropped (its
     open sessions ended) and the prefix's keys deleted on exit."""
     name, prefix = side_database_name(side), side_redis_prefix(side)
-    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    _run_on_server(servers.postgres, create)
+    made = create_database(servers.postgres, name)
     try:
         yield {
-            "DATABASE_URL": on_database(servers.postgres, name),
+            "DATABASE_URL": made,
             "REDIS_URL": servers.redis,
             "OMNIROUTE_REDIS_PREFIX": prefix,
         }
     finally:
         try:
-            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-            _run_on_server(servers.postgres, drop.format(sql.Identifier(name)))
+            drop_database(servers.postgres, name)
         finally:
-            delete_prefixed_keys(servers.redis, prefix)
+            unlink_matching(servers.redis, [prefix_pattern(prefix)])
