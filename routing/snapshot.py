@@ -14,6 +14,7 @@ import asyncio
 from omniroute.core.config_version import (
     config_local_bump,
     config_local_version,
+    config_remote_forget,
     config_remote_version,
 )
 from omniroute.core.db import db_sync_to_async
@@ -68,6 +69,7 @@ async def _build(version: int, remote: int) -> ConfigSnapshot:
 
 
 def snapshot_clear() -> None:
-    """Forget the snapshot (tests; a new database)."""
+    """Forget the snapshot (tests; a new database), and the shared version read for it."""
     _holder.snapshot = None
     config_local_bump()
+    config_remote_forget()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 
 from asgiref.sync import async_to_sync
@@ -28,7 +29,7 @@ class _Versions:
         self.counter = itertools.count(1)
         self.local = next(self.counter)
         self.remote = 0
-        self.polled_at = 0.0
+        self.polled_at = -math.inf
 
 
 _versions = _Versions()
@@ -64,6 +65,12 @@ def config_changed() -> None:
 async def _announce() -> None:
     """Tell the other processes, through the shared store."""
     await get_store().incr(CONFIG_VERSION_KEY)
+
+
+def config_remote_forget() -> None:
+    """Have the next :func:`config_remote_version` read the shared store, however recently it
+    last did (a snapshot forgotten must not be rebuilt on a version read before)."""
+    _versions.polled_at = -math.inf
 
 
 async def config_remote_version() -> int:

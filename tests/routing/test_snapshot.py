@@ -7,8 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 from channels.db import database_sync_to_async
+from pytest_django.fixtures import Settings
 
-from omniroute.core.config_version import config_changed
+from omniroute.core import config_version
+from omniroute.core.config_version import CONFIG_VERSION_KEY, config_changed, config_remote_version
+from omniroute.core.store import MemoryStore
 from routing.domain.config.keys import hash_key
 from routing.domain.config.snapshot import ComboStep, ConfigSnapshot
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
@@ -151,3 +154,20 @@ async def test_concurrent_readers_share_one_build(fresh_snapshot: None) -> None:
     one, two = await asyncio.gather(current_snapshot(), current_snapshot())
 
     assert one is two
+
+
+async def test_a_forgotten_snapshot_is_rebuilt_on_the_shared_version_as_it_is_now(
+    monkeypatch: pytest.MonkeyPatch, settings: Settings
+) -> None:
+    store = MemoryStore()
+    monkeypatch.setattr(config_version, "store_is_shared", lambda: True)
+    monkeypatch.setattr(config_version, "get_store", lambda: store)
+    settings.CONFIG_POLL_SECONDS = 60
+    snapshot_clear()
+    assert await config_remote_version() == 0
+    await store.incr(CONFIG_VERSION_KEY)  # another process announced a change
+    assert await config_remote_version() == 0  # within the poll interval: the value read before
+
+    snapshot_clear()
+
+    assert await config_remote_version() == 1
