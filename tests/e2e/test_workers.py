@@ -4,12 +4,14 @@ Each worker is shown to serve on its own by stopping (SIGSTOP) every other worke
 request is made on a fresh connection: the kernel then hands it to the one still accepting.
 Any worker's /metrics counts every worker's requests. A worker killed with SIGKILL is replaced,
 and the replacement accepts within ``RESTART_BOUND_SECONDS``. A breaker opened through one
-worker is what the other reports and acts on. A stop ends every worker cleanly. A supervisor
-refuses to start workers whose state would be their own (no Redis, or SQLite).
+worker is what the other reports and acts on. A connection limited to 60 requests a minute lets
+60 through in the minute, whichever worker takes them. A stop ends every worker cleanly. A
+supervisor refuses to start workers whose state would be their own (no Redis, or SQLite).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -37,6 +39,7 @@ from tests.e2e.conftest import (
 )
 from tests.e2e.dashboard_support import MESSAGES, failing_route, open_breaker
 from tests.e2e.test_metrics import counted, scrape
+from tests.e2e.test_queue_processes import knows_route, queued, send
 from tests.e2e.test_shutdown import serve_and_stop
 
 pytestmark = pytest.mark.e2e
@@ -197,6 +200,46 @@ def test_a_breaker_opened_through_one_worker_is_open_on_the_other(
     # The second worker refused on the breaker's open state, without calling the upstream.
     assert refused.json()["error"]["code"] == "provider_circuit_open", refused.text
     assert len(records(fake, route)) == sent
+
+
+RPM = 60  # a connection limited to 60 requests a minute (the limiter's window is sliding)
+MIN_TIME_MS = 50
+
+
+def test_a_connection_limited_per_minute_is_limited_across_the_workers(
+    workers: Gateway, fake: FakeUpstream
+) -> None:
+    """The limit's worth of requests through one worker, then as many through the other: the
+    second worker's requests wait for the shared window until their clients give up (10 s),
+    and never reach the upstream."""
+    pids = two_workers(workers)
+    first, second = sorted(pids)
+    route = make_route(
+        workers,
+        fake,
+        {},
+        served_models=["gpt-test"],
+        connection_fields=[
+            {
+                "rate_limit_protection": True,
+                "rate_limit_overrides": {"rpm": RPM, "minTime": MIN_TIME_MS},
+            }
+        ],
+    )
+    started = time.monotonic()
+    replies = {}
+    for pid in (first, second):
+        with alone(workers, pid, pids) as gateway:
+            wait_for(lambda: knows_route(gateway, route) or None, ANSWER_BOUND_SECONDS, "route")
+            replies[pid] = asyncio.run(send(gateway, route, RPM))
+            wait_for(lambda: queued(gateway, route) == 0 or None, ANSWER_BOUND_SECONDS, "no queue")
+
+    def answered(pid: int) -> int:
+        return sum(isinstance(r, httpx.Response) and r.status_code == 200 for r in replies[pid])
+
+    assert time.monotonic() - started < 60  # all of it within one minute
+    assert len(records(fake, route)) == RPM
+    assert (answered(first), answered(second)) == (RPM, 0)
 
 
 @pytest.mark.parametrize("server", ["daphne", "uvicorn"])
