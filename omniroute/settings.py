@@ -212,6 +212,10 @@ UPSTREAM_CONNECT_TIMEOUT_SECONDS = env_float(
 UPSTREAM_READ_TIMEOUT_SECONDS = env_float("OMNIROUTE_UPSTREAM_READ_TIMEOUT", 120.0, minimum=0.001)
 UPSTREAM_MAX_CONNECTIONS = env_int("OMNIROUTE_UPSTREAM_MAX_CONNECTIONS", 1000, minimum=1)
 CONFIG_POLL_SECONDS = env_float("OMNIROUTE_CONFIG_POLL_SECONDS", 1.0)
+# Allocations between two young-generation garbage collections of a serving process (Python's
+# own default, 700, collected several times per request); what the process allocated while
+# starting is frozen out of collections (omniroute/collector.py, docs/configuration.md).
+GC_GEN0_THRESHOLD = env_int("OMNIROUTE_GC_GEN0_THRESHOLD", 50_000, minimum=100)
 # A non-streaming upstream body larger than this is a failed attempt: garbage is a failure.
 MAX_UPSTREAM_BODY_BYTES = env_int(
     "OMNIROUTE_MAX_UPSTREAM_BODY_BYTES", 32 * 1024 * 1024, minimum=1024

@@ -31,6 +31,7 @@ from django.conf import settings
 from twisted.internet.defer import Deferred
 
 from omniroute.body_timeout import bound_request_time
+from omniroute.collector import tune_collector
 from omniroute.core import stopping
 from omniroute.flowcontrol import (
     FlowControlledCommandLine,
@@ -66,6 +67,7 @@ class GatewayServer(FlowControlledServer):
         kwargs["proxy_forwarded_proto_header"] = None
         super().__init__(*args, **kwargs)
         self.ports: list[Any] = []  # the listening ports, closed when the stop begins
+        tune_collector(settings.GC_GEN0_THRESHOLD)  # the application is loaded by now
 
     def listen_success(self, port: Any) -> None:
         super().listen_success(port)

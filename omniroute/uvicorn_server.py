@@ -94,7 +94,9 @@ def main(argv: list[str]) -> None:
 
     from omniroute.asgi import application  # sets Django up
     from omniroute.body_timeout import BodyTimeout
+    from omniroute.collector import tune_collector
 
+    tune_collector(settings.GC_GEN0_THRESHOLD)
     body_timeout = settings.BODY_TIMEOUT_SECONDS
     config = uvicorn.Config(
         ForwardedClient(BodyTimeout(application, body_timeout)),

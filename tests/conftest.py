@@ -4,6 +4,7 @@ end of the run, the removal of the databases and Redis keys it made (``tests/dat
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -70,6 +71,16 @@ def fresh_process_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryStore
     monkeypatch.setattr(resilience_state, "build_store", lambda *args, **kwargs: store)
     yield store
     resilience_state.get_store.cache_clear()
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    """The test process's garbage collector as it was, after a test that tuned it
+    (omniroute/collector.py: a serving process's tuning)."""
+    threshold = gc.get_threshold()
+    yield
+    gc.set_threshold(*threshold)
+    gc.unfreeze()
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,8 @@ class Port:
 
 
 @pytest.fixture
-def signal(monkeypatch: pytest.MonkeyPatch) -> stopping.ShuttingDown:
+def signal(monkeypatch: pytest.MonkeyPatch, collector_restored: None) -> stopping.ShuttingDown:
+    """A fresh stop signal (and the collector restored: the server tunes it)."""
     fresh = stopping.ShuttingDown()
     monkeypatch.setattr(stopping, "shutting_down", fresh)
     return fresh
