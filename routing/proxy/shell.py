@@ -67,7 +67,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     allowed_methods: tuple[str, ...] = ("POST",)
     endpoint: Endpoint = CHAT_COMPLETIONS  # whose error shape this consumer answers in
-    # The proxy needs no channel layer; skipping it saves a channel per request.
+    # The proxy needs no channel layer (its own ``__call__`` never asks for one).
     channel_layer_alias = NO_CHANNEL_LAYER
 
     def __init__(
@@ -100,8 +100,21 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.trace: RequestTrace | None = None  # the request's span, when traced
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Each message the server hands in, dispatched in turn until the consumer stops.
+
+        Channels' own loop (``await_many_dispatch``) runs every receive in a task of its own
+        and waits on it with ``asyncio.wait``, to merge the client's messages with a channel
+        layer's; the proxy has no channel layer, so it awaits the one receive directly and
+        saves a task and a wait per message (docs/architecture.md, "One request")."""
+        self.scope = scope
+        self.channel_layer = None
+        self.base_send = send
         self._receive = receive  # kept so the relay can watch for http.disconnect
-        await super().__call__(scope, receive, send)
+        try:
+            while True:
+                await self.dispatch(await receive())
+        except StopConsumer:
+            pass
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # The hot path never touches the database, so skip Channels' per-message
