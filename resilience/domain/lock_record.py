@@ -22,6 +22,12 @@ class LockRecord:
     locks: dict[str, Lock] = field(default_factory=dict)
     failures: dict[str, FailureState] = field(default_factory=dict)
 
+    @property
+    def empty(self) -> bool:
+        """Whether the record holds no lock and no failure state (most connections, most of
+        the time)."""
+        return not self.locks and not self.failures
+
     @classmethod
     def decode(cls, raw: Json | None) -> LockRecord:
         if not isinstance(raw, dict):

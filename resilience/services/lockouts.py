@@ -50,6 +50,8 @@ def lockout_key(provider: str, connection_id: int | str) -> str:
 async def lockout_record(*, store: StateStore, provider: str, connection_id: int) -> LockRecord:
     """The connection's live locks (pruned)."""
     raw = await store.get(lockout_key(provider, connection_id))
+    if raw is None:  # no record: nothing to decode or prune
+        return LockRecord()
     return LockRecord.decode(raw).pruned(store.clock())
 
 

@@ -44,6 +44,8 @@ class ModelLockoutFilter:
             store=self.store, provider=target.provider.slug, connection_id=connection
         )
         context.loop.lock_records[connection] = record
+        if record.empty:  # nothing locked, nothing failing: no slot to look up
+            return None
         lock = record.lock_for(target.model, now)
         if lock is not None:
             timer = lock.timer or TimerClass.OPERATOR  # unknown: never overridden by panic
