@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from omniroute.core.events import ResilienceEvent, emit
-from omniroute.core.store import Json, StateStore
+from omniroute.core.store import NOT_READ, Json, NotRead, StateStore
 from resilience.domain.breaker.machine import (
     Breaker,
     BreakerPolicy,
@@ -113,14 +113,18 @@ async def breaker_get(*, store: StateStore, name: str) -> Breaker:
 
 
 async def breaker_acquire(
-    *, store: StateStore, name: str, policy: BreakerPolicy
+    *, store: StateStore, name: str, policy: BreakerPolicy, raw: Json | NotRead = NOT_READ
 ) -> tuple[Breaker, Permit | None]:
     """Take the right to send one request now: a permit, or ``None`` while it cannot execute.
 
     In HALF_OPEN this takes one probe slot atomically; the permit's generation lets the
-    outcome be matched to the probe (a late result of a stale probe is ignored).
+    outcome be matched to the probe (a late result of a stale probe is ignored). ``raw``: the
+    breaker's record as the caller read it already (``breaker_key``); taking a slot reads it
+    again, atomically.
     """
-    stored = _decode(await store.get(breaker_key(name)))
+    if raw is NOT_READ:
+        raw = await store.get(breaker_key(name))
+    stored = _decode(raw)
     if stored is None:
         return Breaker(), FRESH_PERMIT
     now = store.clock()

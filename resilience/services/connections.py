@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from omniroute.core.events import ResilienceEvent, emit
-from omniroute.core.store import Json, StateStore
+from omniroute.core.store import NOT_READ, Json, NotRead, StateStore
 from resilience.domain.classify.classifier import Classification
 from resilience.domain.connection_state import (
     ConnectionState,
@@ -38,10 +38,17 @@ def _decode(raw: Json | None) -> ConnectionState | None:
 
 
 async def connection_state_get(
-    *, store: StateStore, connection_id: int, durable: ConnectionState
+    *,
+    store: StateStore,
+    connection_id: int,
+    durable: ConnectionState,
+    raw: Json | NotRead = NOT_READ,
 ) -> ConnectionState:
-    """The live state: the store's record, else what the database said (``durable``)."""
-    return _decode(await store.get(connection_key(connection_id))) or durable
+    """The live state: the store's record, else what the database said (``durable``);
+    ``raw``: the record as the caller read it already (``connection_key``)."""
+    if raw is NOT_READ:
+        raw = await store.get(connection_key(connection_id))
+    return _decode(raw) or durable
 
 
 async def connection_states_recorded(*, store: StateStore) -> dict[int, ConnectionState]:

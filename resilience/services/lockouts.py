@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from omniroute.core.events import ResilienceEvent, emit
-from omniroute.core.store import Json, StateStore
+from omniroute.core.store import NOT_READ, Json, NotRead, StateStore
 from resilience.domain.availability import AvailabilitySettings
 from resilience.domain.lock_record import LockRecord
 from resilience.domain.lockout import (
@@ -47,9 +47,13 @@ def lockout_key(provider: str, connection_id: int | str) -> str:
     return f"{LOCK_PREFIX}{provider}:{connection_id}"
 
 
-async def lockout_record(*, store: StateStore, provider: str, connection_id: int) -> LockRecord:
-    """The connection's live locks (pruned)."""
-    raw = await store.get(lockout_key(provider, connection_id))
+async def lockout_record(
+    *, store: StateStore, provider: str, connection_id: int, raw: Json | NotRead = NOT_READ
+) -> LockRecord:
+    """The connection's live locks (pruned); ``raw``: the record as the caller read it already
+    (``lockout_key``)."""
+    if raw is NOT_READ:
+        raw = await store.get(lockout_key(provider, connection_id))
     if raw is None:  # no record: nothing to decode or prune
         return LockRecord()
     return LockRecord.decode(raw).pruned(store.clock())

@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from omniroute.core.store import StateStore
 from resilience.domain.attempts.policy import Decision, Failure, Step, decide
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind, should_fail_over
 from routing.domain.client.errors import GatewayError
@@ -48,6 +49,7 @@ from routing.proxy.seams import (
     Holder,
     HoldRefused,
     OutcomeRecorder,
+    ReadsAhead,
     Restater,
     execution_limit,
     keep_local,
@@ -71,10 +73,14 @@ class AttemptLoop:
         restate: Restater | None = None,
         holders: Sequence[Holder] = (),
         hedger: Hedger | None = None,
+        store: StateStore | None = None,
     ) -> None:
         self.upstream = upstream
         self.holders = tuple(holders)
         self.filters = tuple(filters)
+        # The filters whose records are read ahead, in one round trip (needs the store).
+        self.readers = tuple(f for f in self.filters if isinstance(f, ReadsAhead))
+        self.store = store
         self.recorders = tuple(recorders)
         self.restate = restate
         self.hedger = hedger
@@ -394,14 +400,21 @@ class AttemptLoop:
     async def excluded(
         self, target: Target, context: AttemptContext, *, panic: bool = False
     ) -> bool:
-        for check in self.filters:
-            exclusion = await check.exclude(target, context)
-            if exclusion is None or (panic and exclusion.panic_overridable):
-                continue
-            if not panic:
-                context.loop.exclusions.append(exclusion)
-            return True
-        return False
+        if self.readers and self.store is not None:
+            keys = [key for reader in self.readers for key in reader.reads(target)]
+            values = await self.store.get_many(keys)
+            context.loop.read_ahead = dict(zip(keys, values, strict=True))
+        try:
+            for check in self.filters:
+                exclusion = await check.exclude(target, context)
+                if exclusion is None or (panic and exclusion.panic_overridable):
+                    continue
+                if not panic:
+                    context.loop.exclusions.append(exclusion)
+                return True
+            return False
+        finally:
+            context.loop.read_ahead.clear()  # read for this check only
 
     async def record_failure(
         self, target: Target, outcome: Outcome, context: AttemptContext

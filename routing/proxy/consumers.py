@@ -78,6 +78,7 @@ def attempt_loop(upstream: Upstream, store: StateStore) -> AttemptLoop:
         restate,
         default_holders(store),
         Hedging(store),
+        store,
     )
     _loops[(id(upstream), id(store))] = (upstream, store, loop)
     return loop

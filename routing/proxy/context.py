@@ -25,6 +25,7 @@ from typing import Any
 
 from leases.interface import LeaseClaim
 from omniroute.core.bounds import clip
+from omniroute.core.store import Json
 from resilience.domain.attempts.policy import AttemptPolicy
 from resilience.domain.attribution import PANIC_OVERRIDABLE, TimerClass
 from resilience.domain.breaker.machine import Permit
@@ -115,6 +116,9 @@ class LoopState:
     waits: int = 0  # cooldown-aware waits done (routing.proxy.cooldown_wait)
     waited_ms: float = 0.0
     hedge: Target | None = None  # the target started beside a slow one (routing.proxy.hedging)
+    # The records the filters named (``routing.proxy.seams.ReadsAhead``), read for the check
+    # of one target; each filter pops its own.
+    read_ahead: dict[str, Json] = field(default_factory=dict)
     # A probe claim taken for a pair, to give back at once when its attempt is cancelled.
     probe_releases: dict[tuple[int, str], Callable[[], Awaitable[None]]] = field(
         default_factory=dict

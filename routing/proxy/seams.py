@@ -1,6 +1,8 @@
 """The attempt loop's seams (``routing.proxy.attempts``): what plugs in, and how.
 
-* an **eligibility filter** looks at a target before dispatch and may exclude it;
+* an **eligibility filter** looks at a target before dispatch and may exclude it; one that
+  reads known state-store records says which (:class:`ReadsAhead`), and the loop reads them
+  for every such filter in one round trip before the filters run;
 * a **holder** is what an attempt holds while it runs (a semaphore slot, a place in the local
   request queue): acquired before dispatch, released exactly once: when the attempt failed or
   answered in full, when it was cancelled, or when the stream it answered with ends or
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from routing.domain.attempts.admission import local_error_body
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
@@ -56,6 +58,17 @@ class EligibilityFilter(Protocol):
     """Decides, before dispatch, whether a target may be tried now."""
 
     async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None: ...
+
+
+@runtime_checkable
+class ReadsAhead(Protocol):
+    """An eligibility filter whose check reads state-store records it can name beforehand.
+
+    The loop reads the records of every such filter with one ``get_many`` before the filters
+    run and keeps them in ``context.loop.read_ahead`` for that check only: a filter takes its
+    record from there (``pop``, ``NOT_READ`` when absent) instead of reading it itself."""
+
+    def reads(self, target: Target) -> tuple[str, ...]: ...
 
 
 class OutcomeRecorder(Protocol):

@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 from .base import (
+    NOT_READ,
     RESTORING,
     Clock,
     Json,
+    NotRead,
     StateStore,
     StoreConflictError,
     StoreRestartedError,
@@ -20,10 +22,12 @@ from .memory import MemoryStore
 from .redis import RedisStore
 
 __all__ = [
+    "NOT_READ",
     "RESTORING",
     "Clock",
     "Json",
     "MemoryStore",
+    "NotRead",
     "RedisStore",
     "StateStore",
     "StoreConflictError",

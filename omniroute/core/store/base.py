@@ -7,9 +7,9 @@ allowed to disappear: values carry optional TTLs and the store is not a database
 There are four independent families of keys, each in its own namespace (the same ``key`` may
 be used by several families without clashing):
 
-* **records** -- JSON values (``get``/``set``/``update``/``delete``/``scan``).  Counters
-  (``incr``/``get_counter``) are records whose value is an integer, so ``get`` on a counter
-  returns the int and ``scan`` lists counters too.
+* **records** -- JSON values (``get``/``get_many``/``set``/``update``/``delete``/``scan``).
+  Counters (``incr``/``get_counter``) are records whose value is an integer, so ``get`` on a
+  counter returns the int and ``scan`` lists counters too.
 * **windows** -- sliding time windows of events (``window_*``).
 * **semaphores** -- sets of holders with per-holder expiry (``semaphore_*``).
 
@@ -24,9 +24,10 @@ objects are never shared with the caller).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from typing import Protocol, TypeAlias, runtime_checkable
+from enum import Enum
+from typing import Final, Protocol, TypeAlias, runtime_checkable
 
 Json: TypeAlias = dict[str, "Json"] | list["Json"] | str | int | float | bool | None
 """A JSON-serialisable value."""
@@ -36,6 +37,17 @@ Clock: TypeAlias = Callable[[], float]
 
 Updater: TypeAlias = Callable[[Json | None], Json | None]
 """Pure, fast, synchronous function used by ``StateStore.update``."""
+
+
+class NotRead(Enum):
+    """The type of :data:`NOT_READ`."""
+
+    NOT_READ = "not read"
+
+
+NOT_READ: Final = NotRead.NOT_READ
+"""A record not read yet: a function that reads one record takes its value instead of reading
+it when a caller has read it already (several records read ahead with ``get_many``)."""
 
 
 class StoreConflictError(RuntimeError):
@@ -81,6 +93,12 @@ class StateStore(Protocol):
 
     async def get(self, key: str) -> Json | None:
         """Return the live value of record ``key``, or ``None`` when absent or expired."""
+        ...
+
+    async def get_many(self, keys: Sequence[str]) -> list[Json | None]:
+        """The live values of records ``keys``, in their order (``None`` for each one absent or
+        expired), read in one round trip where the backend has round trips. Each value is as
+        ``get`` would return it; the reads are not one atomic snapshot."""
         ...
 
     async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:

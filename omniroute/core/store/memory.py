@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -132,6 +132,10 @@ class MemoryStore(StateStore):
     async def get(self, key: str) -> Json | None:
         with self._locked() as now:
             return self._read(key, now)
+
+    async def get_many(self, keys: Sequence[str]) -> list[Json | None]:
+        with self._locked() as now:
+            return [self._read(key, now) for key in keys]
 
     async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:
         raw = None if value is None else encode(value)

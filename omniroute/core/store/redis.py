@@ -57,7 +57,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import cast
@@ -292,6 +292,14 @@ class RedisStore(StateStore):
     async def get(self, key: str) -> Json | None:
         raw, expires = await self._client().hmget(self._key(RECORD, key), ["v", "e"])
         return _decode_live(raw, expires, self.clock())
+
+    async def get_many(self, keys: Sequence[str]) -> list[Json | None]:
+        async with self._client().pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.hmget(self._key(RECORD, key), ["v", "e"])
+            replies = await pipe.execute()
+        now = self.clock()
+        return [_decode_live(raw, expires, now) for raw, expires in replies]
 
     async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:
         raw = None if value is None else encode(value)

@@ -39,7 +39,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TypeVar
 
@@ -332,6 +332,9 @@ class ResilientStore(StateStore):
 
     async def get(self, key: str) -> Json | None:
         return await self._call("get", lambda store: store.get(key))
+
+    async def get_many(self, keys: Sequence[str]) -> list[Json | None]:
+        return await self._call("get_many", lambda store: store.get_many(keys))
 
     async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:
         await self._call("set", lambda store: store.set(key, value, ttl=ttl))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from omniroute.core.store import StateStore
+from omniroute.core.store import NOT_READ, StateStore
 from resilience.domain.attribution import TimerClass
-from resilience.services.breakers import breaker_acquire
+from resilience.services.breakers import breaker_acquire, breaker_key
 from routing.domain.config.vocabulary import ExclusionReason
 from routing.domain.plan.planning import Target
 from routing.proxy.context import AttemptContext, Exclusion
@@ -16,10 +16,14 @@ class BreakerFilter:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
+    def reads(self, target: Target) -> tuple[str, ...]:
+        return (breaker_key(target.provider.slug),)
+
     async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None:
         name = target.provider.slug
         policy = context.facts.snapshot.breaker_policy(name)
-        breaker, permit = await breaker_acquire(store=self.store, name=name, policy=policy)
+        raw = context.loop.read_ahead.pop(breaker_key(name), NOT_READ)
+        breaker, permit = await breaker_acquire(store=self.store, name=name, policy=policy, raw=raw)
         if permit is not None:
             context.loop.permits[name] = permit
             return None

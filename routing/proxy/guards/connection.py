@@ -7,9 +7,9 @@ evidence cools a whole connection.
 
 from __future__ import annotations
 
-from omniroute.core.store import StateStore
+from omniroute.core.store import NOT_READ, StateStore
 from resilience.domain.attribution import TimerClass
-from resilience.services.connections import connection_state_get
+from resilience.services.connections import connection_key, connection_state_get
 from routing.domain.config.vocabulary import ExclusionReason
 from routing.domain.plan.planning import Target
 from routing.proxy.context import AttemptContext, Exclusion
@@ -21,10 +21,16 @@ class ConnectionFilter:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
+    def reads(self, target: Target) -> tuple[str, ...]:
+        return (connection_key(target.connection.id),)
+
     async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None:
         connection = target.connection
         state = await connection_state_get(
-            store=self.store, connection_id=connection.id, durable=connection.state
+            store=self.store,
+            connection_id=connection.id,
+            durable=connection.state,
+            raw=context.loop.read_ahead.pop(connection_key(connection.id), NOT_READ),
         )
         context.loop.connection_states[connection.id] = state
         if state.is_terminal:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from omniroute.core.store import StateStore
+from omniroute.core.store import NOT_READ, StateStore
 from resilience.domain.attribution import TimerClass
-from resilience.services.lockouts import lockout_record
+from resilience.services.lockouts import lockout_key, lockout_record
 from resilience.services.probes import (
     pair_hinted_probe_claim,
     pair_probe_claim,
@@ -38,10 +38,15 @@ class ModelLockoutFilter:
     def __init__(self, store: StateStore) -> None:
         self.store = store
 
+    def reads(self, target: Target) -> tuple[str, ...]:
+        return (lockout_key(target.provider.slug, target.connection.id),)
+
     async def exclude(self, target: Target, context: AttemptContext) -> Exclusion | None:
         connection, now = target.connection.id, self.store.clock()
+        provider = target.provider.slug
+        raw = context.loop.read_ahead.pop(lockout_key(provider, connection), NOT_READ)
         record = await lockout_record(
-            store=self.store, provider=target.provider.slug, connection_id=connection
+            store=self.store, provider=provider, connection_id=connection, raw=raw
         )
         context.loop.lock_records[connection] = record
         if record.empty:  # nothing locked, nothing failing: no slot to look up

@@ -68,6 +68,23 @@ async def test_get_set_delete(store: StateStore) -> None:
     assert await store.get("breaker") is None
 
 
+async def test_get_many_reads_each_record_in_order(store: StateStore, clock: FakeClock) -> None:
+    await store.set("breaker", {"state": "open"})
+    await store.set("cooldown", {"until": 5}, ttl=30)
+    await store.incr("hits", 2)
+    keys = ["cooldown", "absent", "breaker", "hits", "breaker"]
+    assert await store.get_many(keys) == [
+        {"until": 5},
+        None,
+        {"state": "open"},
+        2,
+        {"state": "open"},
+    ]
+    clock.advance(30)  # the cooldown expired: absent, as get says
+    assert await store.get_many(["cooldown", "breaker"]) == [None, {"state": "open"}]
+    assert await store.get_many([]) == []
+
+
 async def test_set_with_ttl_expires(store: StateStore, clock: FakeClock) -> None:
     await store.set("cooldown", {"until": 5}, ttl=30)
     clock.advance(29.99)

@@ -58,6 +58,7 @@ async def test_a_healthy_primary_serves_every_call(
     await resilient.set("k", {"a": 1})
     assert await resilient.incr("n") == 1
     assert await primary.inner.get("k") == {"a": 1}
+    assert await resilient.get_many(["k", "n"]) == [{"a": 1}, 1]
     assert await resilient.fallback.scan("") == {}
     assert (resilient.degraded, resilient.degraded_reason, resilient.degraded_since) == (
         False,
@@ -77,6 +78,7 @@ async def test_a_refused_connection_is_served_from_the_fallback(
     assert await resilient.get("k") == "v"
     assert await resilient.semaphore_acquire("s", "h", limit=1, ttl=5)
     assert await resilient.window_add("w", window=5) == 1
+    assert await resilient.get_many(["k", "n", "absent"]) == ["v", 1, None]
 
     assert resilient.degraded
     assert resilient.degraded_reason == f"ConnectionError: {REFUSED}"
