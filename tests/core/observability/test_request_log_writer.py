@@ -66,6 +66,25 @@ def test_records_queued_behind_a_write_go_in_one_batch() -> None:
     assert writer.dropped == 0
 
 
+def test_a_backlog_is_written_batch_after_batch_without_lingering() -> None:
+    """Lingering after the first record of every batch capped the writer at one batch per
+    linger (200 rows per 0.25 s: 800 a second), so a gateway answering more requests a second
+    than that filled the queue and dropped records."""
+    batches: list[int] = []
+    writer = RequestLogWriter(
+        capacity=2000,
+        write=lambda records: batches.append(len(records)),
+        prune_every_seconds=3600,
+        batch_size=10,
+        linger_seconds=0.5,  # 200 batches: 100 s if each lingered
+    )
+    for index in range(2000):
+        assert writer.submit(_record(index))
+
+    assert writer.wait_until_written(WAIT_SECONDS)
+    assert sum(batches) == 2000 and writer.dropped == 0
+
+
 def test_a_failed_write_is_dropped_and_the_writer_goes_on() -> None:
     written: list[str] = []
 

@@ -2,8 +2,9 @@
 
 ``submit`` is all the request path pays: one non-blocking put on a bounded queue. One daemon
 thread per process takes what is queued in batches of up to :data:`BATCH_SIZE` (letting a
-batch gather for :data:`LINGER_SECONDS` after its first record), writes each batch in one
-insert, and prunes the table by age and count every
+batch gather for :data:`LINGER_SECONDS` after its first record, unless a full batch is waiting
+already: a backlog is written batch after batch, never at one batch per linger), writes each
+batch in one insert, and prunes the table by age and count every
 ``REQUEST_LOG_PRUNE_SECONDS`` (never per request). When the database falls behind and the queue
 is full, a new record is dropped and counted (``dropped``, and the
 ``omniroute_request_log_dropped_total`` counter on ``/metrics``): the request never waits for
@@ -120,7 +121,8 @@ class RequestLogWriter:
             except queue.Empty:
                 pass
             else:
-                time.sleep(self._linger)  # the writer's own thread: no request waits on it
+                if self._queue.qsize() + 1 < self._batch_size:  # less than a batch: let it gather
+                    time.sleep(self._linger)  # the writer's own thread: no request waits on it
                 self._write_batch(first)
             if time.monotonic() >= next_prune:
                 self._safely(self._prune)
