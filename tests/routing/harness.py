@@ -213,16 +213,15 @@ def asgi_app(
     return consumer.as_asgi(upstream=upstream, store=store)
 
 
-def communicator(
-    app: Any,
+def http_scope(
     key: str,
     *,
     method: str = "POST",
     path: str = CHAT_PATH,
     extra_headers: Sequence[tuple[bytes, bytes]] = (),
-) -> Any:
-    """An HTTP request to ``app`` authenticated by ``key``, its body still to send."""
-    scope = {
+) -> dict[str, Any]:
+    """The ASGI scope of an HTTP request authenticated by ``key``."""
+    return {
         "type": "http",
         "http_version": "1.1",
         "method": method,
@@ -234,6 +233,18 @@ def communicator(
         "client": ("127.0.0.1", 50000),
         "server": ("testserver", 80),
     }
+
+
+def communicator(
+    app: Any,
+    key: str,
+    *,
+    method: str = "POST",
+    path: str = CHAT_PATH,
+    extra_headers: Sequence[tuple[bytes, bytes]] = (),
+) -> Any:
+    """An HTTP request to ``app`` authenticated by ``key``, its body still to send."""
+    scope = http_scope(key, method=method, path=path, extra_headers=extra_headers)
     return ApplicationCommunicator(app, scope)
 
 

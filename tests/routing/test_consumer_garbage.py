@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.routing.harness import OK, PRIMARY, FakeWriter, Gateway, chat
+from tests.routing.harness import OK, PRIMARY, FakeWriter, Gateway, chat, http_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,18 +37,6 @@ async def streamed(request: httpx.Request) -> httpx.Response:
 async def drive(gateway: Gateway, body: bytes, count: int) -> list[int]:
     """``count`` requests straight through the ASGI application (no test communicator, whose
     own tasks would be counted too); the statuses answered."""
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
-        "query_string": b"",
-        "headers": [(b"authorization", f"Bearer {gateway.key}".encode())],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-    }
     statuses: list[int] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -58,7 +46,7 @@ async def drive(gateway: Gateway, body: bytes, count: int) -> list[int]:
     for _ in range(count):
         received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         received.put_nowait({"type": "http.request", "body": body, "more_body": False})
-        await gateway.app(dict(scope), received.get, send)
+        await gateway.app(http_scope(gateway.key), received.get, send)
     return statuses
 
 
