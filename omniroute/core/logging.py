@@ -16,7 +16,11 @@ from typing import Any
 
 from omniroute.core.scrub import scrub
 
-__all__ = ["JsonFormatter", "ScrubbingFilter"]
+__all__ = ["SCRUBBED", "JsonFormatter", "ScrubbingFilter"]
+
+# A record whose message and ``fields`` its emitter scrubbed already carries this attribute set
+# to True (``extra={SCRUBBED: True}``): the filter and the JSON formatter leave its text as it is.
+SCRUBBED = "scrubbed"
 
 
 class ScrubbingFilter(logging.Filter):
@@ -24,7 +28,8 @@ class ScrubbingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
-            self._scrub_message(record)
+            if not getattr(record, SCRUBBED, False):
+                self._scrub_message(record)
             self._scrub_exception(record)
         except Exception:  # a filter must never break logging (e.g. at interpreter shutdown)
             pass
@@ -62,7 +67,10 @@ class JsonFormatter(logging.Formatter):
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            entry |= {name: _scrubbed(value) for name, value in fields.items()}
+            if getattr(record, SCRUBBED, False):
+                entry |= fields
+            else:
+                entry |= {name: _scrubbed(value) for name, value in fields.items()}
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:

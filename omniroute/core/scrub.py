@@ -26,7 +26,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 
-__all__ = ["MIN_SECRET_CHARS", "REDACTED", "scrub", "scrub_bytes"]
+__all__ = ["MIN_SECRET_CHARS", "REDACTED", "SHORTEST_SHAPE", "scrub", "scrub_bytes"]
 
 REDACTED = "[redacted]"
 MIN_SECRET_CHARS = 8
@@ -55,7 +55,9 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
     (re.compile(r"(?i)\b(bearer[ \t]{1,8})" + _TOKEN + r"{16,}"), _keep_prefix),
     (
         re.compile(
-            r"(?i)((?:" + _KEY_NAMES + r")[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
+            # The lookahead names the letters a key's name starts with: the engine then skips
+            # to them instead of trying every name at every position (twice as fast).
+            r"(?i)(?=[acrstkx])((?:" + _KEY_NAMES + r")[\"']?[ \t]{0,4}[:=][ \t]{0,4}[\"']?)"
             r"[A-Za-z0-9+/_.~-]{20,}={0,3}"
         ),
         _keep_prefix,
@@ -71,8 +73,15 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
 )
 
 
+# The shortest text a credential shape matches ("xoxb-" and ten characters): anything shorter,
+# with no secret of the caller's to look for, has nothing to scrub.
+SHORTEST_SHAPE = 15
+
+
 def scrub(text: str, secrets: Iterable[str | None] = ()) -> str:
     """``text`` with the given secrets and anything credential-shaped replaced by ``[redacted]``."""
+    if len(text) < SHORTEST_SHAPE and not secrets:
+        return text
     for secret in _usable(secrets):
         forms, spread = _encoded_forms(secret)
         for form in forms:

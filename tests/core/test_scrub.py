@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 
 from omniroute.core.logging import ScrubbingFilter
-from omniroute.core.scrub import REDACTED, scrub, scrub_bytes
+from omniroute.core.scrub import REDACTED, SHORTEST_SHAPE, scrub, scrub_bytes
 
 OWN_SECRET = "upstream-own-key-0123"  # shaped like nothing: only the caller knows it
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dGhpcyBpcyBhIHNpZ25hdHVyZQ"
@@ -54,6 +54,8 @@ REDACTED_ROWS: list[tuple[str, str, str]] = [
     ("own secret", f"the key {OWN_SECRET} is revoked", f"the key {REDACTED} is revoked"),
     ("own secret twice", f"{OWN_SECRET}/{OWN_SECRET}", f"{REDACTED}/{REDACTED}"),
     ("github token", "ghp_" + "a" * 36, REDACTED),
+    # The key's name matches case-insensitively as Unicode folds it (a Kelvin sign is a "k").
+    ("folded key name", "\u212aEY=0123456789abcdef0123456789", f"\u212aEY={REDACTED}"),
 ]
 
 UNCHANGED = [
@@ -82,6 +84,30 @@ def test_scrub_redacts(text: str, expected: str) -> None:
 @pytest.mark.parametrize("text", UNCHANGED)
 def test_scrub_leaves_ordinary_text_alone(text: str) -> None:
     assert scrub(text, [OWN_SECRET]) == text
+
+
+# The shortest text each credential shape matches.
+SHORTEST_OF_EACH_SHAPE = [
+    "eyJ01234567.01234567.",
+    "bearer 0123456789abcdef",
+    "key=0123456789abcdef0123",
+    "sk-0123456789abcdef",
+    "xoxb-0123456789",
+    "AKIA0123456789ABCDEF",
+    "AIza" + "0" * 30,
+    "ghp_" + "0" * 30,
+]
+
+
+@pytest.mark.parametrize("text", SHORTEST_OF_EACH_SHAPE)
+def test_no_shape_matches_text_shorter_than_the_shortcut_skips(text: str) -> None:
+    assert scrub(text) == REDACTED or scrub(text).endswith(REDACTED)
+    assert scrub(text[:-1]) == text[:-1]  # one character less is no longer that shape
+    assert len(text) >= SHORTEST_SHAPE
+
+
+def test_a_short_text_is_still_searched_for_the_callers_own_secret() -> None:
+    assert scrub("x 12345678", ["12345678"]) == f"x {REDACTED}"
 
 
 def test_scrub_ignores_empty_missing_and_short_secrets() -> None:

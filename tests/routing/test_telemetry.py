@@ -17,8 +17,9 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from leases.domain.tokens import OWNER_HEADER
-from omniroute.core.logging import JsonFormatter
+from omniroute.core.logging import JsonFormatter, ScrubbingFilter
 from omniroute.core.observability.metrics import COUNTED as REQUEST_METRICS
+from omniroute.core.scrub import REDACTED
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.models import ProviderConnection
 from routing.proxy.consumers import NotFoundConsumer
@@ -238,3 +239,28 @@ async def test_a_hostile_model_name_is_clipped_and_cannot_forge_a_line(
     line = record.getMessage()
     assert "\n" not in line and len(line) < 1000
     assert fields(record)["model"].endswith("...") and len(fields(record)["model"]) == 256
+
+
+async def test_a_credential_shaped_model_name_is_redacted_in_the_access_line(
+    request_metrics: None,
+    fresh_snapshot: None,
+    connection: ProviderConnection,
+    plain_key: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # given: a client that sends a key where the model goes
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    leaked = "sk-abcdefghijklmnop1234"
+    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), plain_key)
+
+    # when
+    await send_body(comm, chat_body(f"mock/{leaked}"))
+    await read_reply(comm)
+
+    # then: the line and its fields hold no key, before and after the console handler's filter
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    assert fields(record)["model"] == f"mock/{REDACTED}"
+    assert ScrubbingFilter().filter(record)
+    entry = JsonFormatter().format(record)
+    for text in (record.getMessage(), entry, logging.Formatter().format(record)):
+        assert leaked not in text and REDACTED in text
