@@ -95,6 +95,13 @@ class RelayConsumer(ProxyConsumer):
         self.exchange: Exchange | None = None  # the access log reads its request and attempts
         self.stream_relay: StreamRelay | None = None  # the committed stream being relayed
 
+    def finished(self) -> None:
+        super().finished()
+        # What the request built holds this consumer's methods (the exchange its authentication,
+        # the context a stream's keep-alive, the relay its sends): let go of it once recorded, so
+        # the request leaves no reference cycle for the collector.
+        self.exchange, self.stream_relay = None, None
+
     @property
     def context(self) -> AttemptContext | None:
         return None if self.exchange is None else self.exchange.context

@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 JSON = b"application/json"
 NO_CHANNEL_LAYER = "omniroute-proxy-has-no-channel-layer"
+# How long a request's work runs before a task starts watching for its client leaving: most
+# plain requests end sooner and pay for no watcher (docs/architecture.md, "One request").
+WATCH_AFTER_SECONDS = 0.05
 _default_upstream = Upstream()
 
 
@@ -95,6 +98,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.rejected = False
         self.started = False  # whether the response has begun (no error body after that)
         self._working = False  # race_disconnect's work is running
+        self._watcher: asyncio.Task[None] | None = None  # watching for the client leaving
         self._ended: Ended | None = None  # why it was cancelled, if it was
         self.recorded = False  # counted and logged (once, however the request ended)
         self.trace: RequestTrace | None = None  # the request's span, when traced
@@ -319,14 +323,15 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         ``ends_at_shutdown`` (a stream), also until the process starts to stop (then cancel it
         and :meth:`end_at_shutdown`).
 
-        ``work`` runs in this task; a watcher task cancels this task when ``http.disconnect``
-        arrives while ``work`` is still running, and that one cancellation is absorbed here.
-        (One task and no ``asyncio.wait`` per request: this runs on every proxied request.)
+        ``work`` runs in this task. Once it has run for ``WATCH_AFTER_SECONDS``, a watcher task
+        cancels this task when ``http.disconnect`` arrives while ``work`` is still running, and
+        that one cancellation is absorbed here. (A timer, and a task only for work that lasts:
+        this runs on every proxied request; a client that leaves sooner is noticed then.)
         """
         current = asyncio.current_task()
         assert current is not None
         self._working = True
-        watcher = asyncio.ensure_future(self._cancel_on_disconnect(current))
+        timer = asyncio.get_running_loop().call_later(WATCH_AFTER_SECONDS, self._watch, current)
         unwatch = (
             stopping.shutting_down.watch(partial(self._end_work, current, Ended.SHUTDOWN))
             if ends_at_shutdown
@@ -340,7 +345,9 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             current.uncancel()
         finally:
             self._working = False
-            watcher.cancel()
+            timer.cancel()
+            if self._watcher is not None:
+                self._watcher.cancel()
             if unwatch is not None:
                 unwatch()
         if self._ended is Ended.SHUTDOWN:
@@ -350,6 +357,9 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         """End a request whose work the stop cancelled: a 503 while nothing was sent."""
         if not self.started:
             await self.send_error(_shutting_down())
+
+    def _watch(self, task: asyncio.Task[Any]) -> None:
+        self._watcher = asyncio.ensure_future(self._cancel_on_disconnect(task))
 
     async def _cancel_on_disconnect(self, task: asyncio.Task[Any]) -> None:
         while True:

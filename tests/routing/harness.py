@@ -306,6 +306,21 @@ class Gateway:
     async def call(self, model: str = ACME_MODEL) -> Reply:
         return await read_reply(await self.start(model))
 
+    async def drive(self, body: bytes, count: int) -> list[int]:
+        """``count`` requests straight through the ASGI application, in this task (no test
+        communicator and its own tasks); the statuses answered."""
+        statuses: list[int] = []
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        for _ in range(count):
+            received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+            received.put_nowait({"type": "http.request", "body": body, "more_body": False})
+            await self.app(http_scope(self.key), received.get, send)
+        return statuses
+
     async def fail(
         self, model: str, times: int, gap: float = PAST_CONNECTION_DEDUP_SECONDS
     ) -> None:
