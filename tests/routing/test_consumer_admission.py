@@ -13,6 +13,7 @@ import httpx
 import orjson
 import pytest
 from channels.db import database_sync_to_async
+from prometheus_client import REGISTRY
 
 from resilience.services import resilience_settings_update
 from resilience.services.lockout_operations import lockout_list
@@ -118,6 +119,28 @@ async def test_max_concurrent_1_lets_one_request_in_at_a_time_and_all_succeed(
     assert waiting_at_once == 1  # the other 19 wait in the gateway, not upstream
     assert [r.status for r in replies] == [200] * 20
     assert gauge.most == 1 and gauge.arrived == 20
+
+
+def gate_waits() -> float:
+    """How many gate waits the admission histogram observed for ``acme``."""
+    sample = REGISTRY.get_sample_value(
+        "omniroute_admission_wait_seconds_count", {"kind": "gate", "provider": "acme"}
+    )
+    return sample or 0.0
+
+
+async def test_only_an_attempt_a_gate_applies_to_observes_a_gate_wait(
+    gateway: Gateway, primary: int
+) -> None:
+    gateway.fake.behaviours[PRIMARY] = OK
+    before = gate_waits()
+    assert (await gateway.call()).status == 200  # no cap: no gate
+    assert gate_waits() == before
+
+    await database_sync_to_async(update)(primary, max_concurrent=1)
+    assert (await gateway.call()).status == 200
+
+    assert gate_waits() == before + 1
 
 
 async def test_a_model_cap_holds_per_model_while_other_models_pass(

@@ -34,7 +34,14 @@ from routing.domain.attempts.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FUL
 from routing.domain.attempts.admission import check_queue_admission
 from routing.domain.config.vocabulary import ProviderCategory, Strategy
 from routing.domain.plan.planning import Target
-from routing.proxy.admission.gates import NO_HOLD, QUEUE_FULL, GateRefused, Gates, Requirement
+from routing.proxy.admission.gates import (
+    NO_HOLD,
+    QUEUE_FULL,
+    GateRefused,
+    Gates,
+    Requirement,
+    requirements,
+)
 from routing.proxy.admission.limiter import Limiter, LimiterPolicy
 from routing.proxy.context import AttemptContext
 from routing.proxy.seams import Held, HoldRefused
@@ -95,6 +102,8 @@ class ConcurrencyHolder:
         member = member_requirement(target, context)
         if member is not None:
             items.append(member)
+        if not requirements(items):  # no cap applies: no gate to pass, no wait to observe
+            return NO_HOLD
         # Two attempts of one request may run at once (a hedge): each holds its own slots.
         request, tried = context.facts.request_id, len(context.loop.attempts)
         holder = f"{request}:{tried}:{target.connection.id}:{target.model}"
@@ -118,9 +127,7 @@ class ConcurrencyHolder:
             status = 429 if refused.code == QUEUE_FULL else 503
             raise HoldRefused(status, refused.code, refused.message, retry_after=1) from None
         finally:
-            if items:
-                waited = time.monotonic() - started
-                observe_admission_wait("gate", target.provider.slug, waited)
+            observe_admission_wait("gate", target.provider.slug, time.monotonic() - started)
 
 
 def _fails_open(context: AttemptContext) -> bool:
