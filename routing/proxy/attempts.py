@@ -51,6 +51,7 @@ from routing.proxy.seams import (
     OutcomeRecorder,
     ReadsAhead,
     Restater,
+    applicable,
     execution_limit,
     keep_local,
     release_all,
@@ -233,15 +234,16 @@ class AttemptLoop:
         return result
 
     async def _acquire(self, target: Target, context: AttemptContext) -> list[Held] | None:
-        """What every holder grants, or ``None`` when one refused (recorded as a local,
-        request-scoped outcome) or the deadline ran out while waiting."""
+        """What every holder that applies grants, or ``None`` when one refused (recorded as a
+        local, request-scoped outcome) or the deadline ran out while waiting."""
         holds: list[Held] = []
-        if not self.holders:
+        holders = applicable(self.holders, target, context)
+        if not holders:
             return holds
         remaining = context.loop.remaining()
         try:
             async with asyncio.timeout(None if math.isinf(remaining) else remaining):
-                for holder in self.holders:
+                for holder in holders:
                     holds.append(await holder.acquire(target, context))
         except HoldRefused as refused:
             await release_all(holds)

@@ -61,7 +61,14 @@ from routing.domain.attempts.hedging import (
 )
 from routing.domain.plan.planning import Target
 from routing.proxy.context import AttemptContext
-from routing.proxy.seams import AttemptResult, AttemptRunner, Held, HoldRefused, release_all
+from routing.proxy.seams import (
+    AttemptResult,
+    AttemptRunner,
+    Held,
+    HoldRefused,
+    applicable,
+    release_all,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -202,9 +209,12 @@ class Hedging:
         """What every holder grants at once, or ``None`` (nothing recorded: a hedge that could
         not start is no attempt)."""
         holds: list[Held] = []
+        holders = applicable(loop.holders, target, context)
+        if not holders:
+            return holds
         try:
             async with asyncio.timeout(ADMISSION_SECONDS):
-                for holder in loop.holders:
+                for holder in holders:
                     holds.append(await holder.acquire(target, context))
         except (HoldRefused, TimeoutError):
             await release_all(holds)

@@ -113,7 +113,17 @@ class Held(Protocol):
 class Holder(Protocol):
     """Grants what an attempt holds while it runs, or raises :class:`HoldRefused`."""
 
+    def applies(self, target: Target, context: AttemptContext) -> bool:
+        """Whether an attempt on ``target`` has anything to acquire here (a cap, a queue, a
+        lease): most have nothing, and skip the acquisition and its deadline timer."""
+        ...
+
     async def acquire(self, target: Target, context: AttemptContext) -> Held: ...
+
+
+def applicable(holders: Sequence[Holder], target: Target, context: AttemptContext) -> list[Holder]:
+    """The holders an attempt on ``target`` must acquire, in their order."""
+    return [holder for holder in holders if holder.applies(target, context)]
 
 
 class HoldRefused(Exception):

@@ -6,6 +6,7 @@ answers are held on events, so nothing sleeps on the wall clock."""
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,7 +19,12 @@ from prometheus_client import REGISTRY
 from resilience.services import resilience_settings_update
 from resilience.services.lockout_operations import lockout_list
 from routing.models import Provider, ProviderConnection
-from routing.proxy.guards.admission import admission_stats
+from routing.proxy.guards.admission import (
+    ConcurrencyHolder,
+    RequestQueueHolder,
+    admission_stats,
+)
+from routing.proxy.guards.lease import LeaseFenceHolder
 from routing.services import connection_save, provider_save
 from tests.routing.harness import (
     BACKUP,
@@ -141,6 +147,31 @@ async def test_only_an_attempt_a_gate_applies_to_observes_a_gate_wait(
     assert (await gateway.call()).status == 200
 
     assert gate_waits() == before + 1
+
+
+async def test_an_attempt_acquires_only_what_applies_to_it(
+    gateway: Gateway, primary: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given: every holder's acquisition counted
+    acquired: collections.Counter[str] = collections.Counter()
+    for holder in (ConcurrencyHolder, RequestQueueHolder, LeaseFenceHolder):
+        original = holder.acquire
+
+        async def counting(self: Any, target: Any, context: Any, original: Any = original) -> Any:
+            acquired[type(self).__name__] += 1
+            return await original(self, target, context)
+
+        monkeypatch.setattr(holder, "acquire", counting)
+    gateway.fake.behaviours[PRIMARY] = OK
+
+    # when / then: no cap, no queue, no lease: nothing to acquire (and no deadline timer for it)
+    assert (await gateway.call()).status == 200
+    assert acquired == {}
+
+    # when / then: a cap: its gate only
+    await database_sync_to_async(update)(primary, max_concurrent=1)
+    assert (await gateway.call()).status == 200
+    assert acquired == {"ConcurrencyHolder": 1}
 
 
 async def test_a_model_cap_holds_per_model_while_other_models_pass(

@@ -97,11 +97,11 @@ class ConcurrencyHolder:
         self.gates = gates or Gates(store)
         _live.add(self)
 
+    def applies(self, target: Target, context: AttemptContext) -> bool:
+        return bool(requirements(self._items(target, context)))
+
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
-        items = gate_requirements(target, context.facts.snapshot.request_queue)
-        member = member_requirement(target, context)
-        if member is not None:
-            items.append(member)
+        items = self._items(target, context)
         if not requirements(items):  # no cap applies: no gate to pass, no wait to observe
             return NO_HOLD
         # Two attempts of one request may run at once (a hedge): each holds its own slots.
@@ -128,6 +128,14 @@ class ConcurrencyHolder:
             raise HoldRefused(status, refused.code, refused.message, retry_after=1) from None
         finally:
             observe_admission_wait("gate", target.provider.slug, time.monotonic() - started)
+
+    @staticmethod
+    def _items(target: Target, context: AttemptContext) -> list[Requirement]:
+        items = gate_requirements(target, context.facts.snapshot.request_queue)
+        member = member_requirement(target, context)
+        if member is not None:
+            items.append(member)
+        return items
 
 
 def _fails_open(context: AttemptContext) -> bool:
@@ -164,6 +172,9 @@ class RequestQueueHolder:
         self.store = store
         self.limiters: dict[str, Limiter] = {}
         _live.add(self)
+
+    def applies(self, target: Target, context: AttemptContext) -> bool:
+        return queued_connection(target, context.facts.snapshot.request_queue)
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         queue = context.facts.snapshot.request_queue

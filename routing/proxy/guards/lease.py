@@ -71,6 +71,9 @@ class LeaseBindingFilter:
 class LeaseFenceHolder:
     """Fences a managed request's lease before each attempt (last in the holder chain)."""
 
+    def applies(self, target: Target, context: AttemptContext) -> bool:
+        return context.lease is not None  # a managed request's
+
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
         claim = context.lease
         if claim is None:
