@@ -222,6 +222,16 @@ async def test_a_stream_s_usage_block_counts_its_tokens(
     }
 
 
+async def access_record(key: str, model: str, caplog: pytest.LogCaptureFixture) -> Any:
+    """The access record of one chat completion asking for ``model`` (the access log at INFO)."""
+    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
+    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), key)
+    await send_body(comm, chat_body(model))
+    await read_reply(comm)
+    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    return record
+
+
 async def test_a_hostile_model_name_is_clipped_and_cannot_forge_a_line(
     request_metrics: None,
     fresh_snapshot: None,
@@ -229,36 +239,24 @@ async def test_a_hostile_model_name_is_clipped_and_cannot_forge_a_line(
     plain_key: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
     model = "mock/x\nstatus=200\tforged=1" + "m" * 100_000
-    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), plain_key)
-    await send_body(comm, chat_body(model))
-    await read_reply(comm)
 
-    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    record = await access_record(plain_key, model, caplog)
+
     line = record.getMessage()
     assert "\n" not in line and len(line) < 1000
     assert fields(record)["model"].endswith("...") and len(fields(record)["model"]) == 256
 
 
+@pytest.mark.usefixtures("request_metrics", "fresh_snapshot", "connection")
 async def test_a_credential_shaped_model_name_is_redacted_in_the_access_line(
-    request_metrics: None,
-    fresh_snapshot: None,
-    connection: ProviderConnection,
-    plain_key: str,
-    caplog: pytest.LogCaptureFixture,
+    plain_key: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # given: a client that sends a key where the model goes
-    caplog.set_level(logging.INFO, logger=ACCESS_LOGGER)
-    leaked = "sk-abcdefghijklmnop1234"
-    comm = communicator(asgi_app(answer(200, json.dumps(COMPLETION).encode())), plain_key)
+    leaked = "sk-abcdefghijklmnop1234"  # a client that sends a key where the model goes
 
-    # when
-    await send_body(comm, chat_body(f"mock/{leaked}"))
-    await read_reply(comm)
+    record = await access_record(plain_key, f"mock/{leaked}", caplog)
 
-    # then: the line and its fields hold no key, before and after the console handler's filter
-    [record] = [r for r in caplog.records if r.name == ACCESS_LOGGER]
+    # The line and its fields hold no key, before and after the console handler's filter.
     assert fields(record)["model"] == f"mock/{REDACTED}"
     assert ScrubbingFilter().filter(record)
     entry = JsonFormatter().format(record)
