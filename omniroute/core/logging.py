@@ -16,7 +16,7 @@ from typing import Any
 
 from omniroute.core.scrub import scrub
 
-__all__ = ["SCRUBBED", "JsonFormatter", "ScrubbingFilter"]
+__all__ = ["SCRUBBED", "JsonFormatter", "ScrubbingFilter", "scrubbed_fields"]
 
 # A record whose message and ``fields`` its emitter scrubbed already carries this attribute set
 # to True (``extra={SCRUBBED: True}``): the filter and the JSON formatter leave its text as it is.
@@ -67,10 +67,7 @@ class JsonFormatter(logging.Formatter):
         }
         fields = getattr(record, "fields", None)
         if isinstance(fields, dict):
-            if getattr(record, SCRUBBED, False):
-                entry |= fields
-            else:
-                entry |= {name: _scrubbed(value) for name, value in fields.items()}
+            entry |= fields if getattr(record, SCRUBBED, False) else scrubbed_fields(fields)
         if record.exc_info and not record.exc_text:
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
@@ -78,5 +75,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def _scrubbed(value: Any) -> Any:
-    return scrub(value) if isinstance(value, str) else value
+def scrubbed_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` with each text value scrubbed (a client's model name or an upstream's error
+    could be shaped like a credential); other values as they are."""
+    return {
+        name: scrub(value) if isinstance(value, str) else value for name, value in fields.items()
+    }

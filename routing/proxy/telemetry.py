@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from omniroute.core.logging import SCRUBBED
+from omniroute.core.logging import SCRUBBED, scrubbed_fields
 from omniroute.core.observability.metrics import (
     NONE,
     AttemptResult,
@@ -37,7 +37,6 @@ from omniroute.core.observability.metrics import (
     count_request,
     count_tokens,
 )
-from omniroute.core.scrub import scrub
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.config.snapshot import ConfigSnapshot
 from routing.domain.config.vocabulary import ExclusionReason
@@ -122,16 +121,11 @@ def record_request(record: AccessRecord, metrics: RequestMetrics | None = None) 
     if metrics.tokens != (0, 0):
         count_tokens(metrics.provider, metrics.model, *metrics.tokens)
     if logger.isEnabledFor(logging.INFO):
-        fields = {name: _scrubbed(value) for name, value in record.fields().items()}
+        # Scrubbed one field at a time (most are too short to hold a credential), so the line
+        # is marked and the log's filter does not scan it again.
+        fields = scrubbed_fields(record.fields())
         line = " ".join(f"{name}={_plain(value)}" for name, value in fields.items())
         logger.info("access %s", line, extra={"fields": fields, SCRUBBED: True})
-
-
-def _scrubbed(value: str | int) -> str | int:
-    """A field as the log may hold it: the client's model name or an upstream's error could be
-    shaped like a credential. Scrubbed one field at a time (most are too short to hold one), so
-    the line is marked ``SCRUBBED`` and the log's filter does not scan it again."""
-    return scrub(value) if isinstance(value, str) else value
 
 
 def _plain(value: str | int) -> str | int:
