@@ -51,7 +51,7 @@ from routing.proxy.seams import (
     OutcomeRecorder,
     ReadsAhead,
     Restater,
-    applicable,
+    acquire_all,
     execution_limit,
     keep_local,
     release_all,
@@ -236,29 +236,18 @@ class AttemptLoop:
     async def _acquire(self, target: Target, context: AttemptContext) -> list[Held] | None:
         """What every holder that applies grants, or ``None`` when one refused (recorded as a
         local, request-scoped outcome) or the deadline ran out while waiting."""
-        holds: list[Held] = []
-        holders = applicable(self.holders, target, context)
-        if not holders:
-            return holds
         remaining = context.loop.remaining()
+        seconds = None if math.isinf(remaining) else remaining
         try:
-            async with asyncio.timeout(None if math.isinf(remaining) else remaining):
-                for holder in holders:
-                    holds.append(await holder.acquire(target, context))
+            return await acquire_all(self.holders, target, context, seconds)
         except HoldRefused as refused:
-            await release_all(holds)
             keep_local(target, refused.outcome(), context)
             context.loop.stopped = context.loop.stopped or refused.stops
             return None
         except TimeoutError:
-            await release_all(holds)
             context.loop.deadline_hit = True
             context.loop.attempts.append((target, Outcome(OutcomeKind.TIMEOUT, detail=DEADLINE)))
             return None
-        except BaseException:
-            await release_all(holds)
-            raise
-        return holds
 
     async def _send(
         self,

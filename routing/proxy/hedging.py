@@ -66,7 +66,7 @@ from routing.proxy.seams import (
     AttemptRunner,
     Held,
     HoldRefused,
-    applicable,
+    acquire_all,
     release_all,
 )
 
@@ -208,21 +208,10 @@ class Hedging:
     ) -> list[Held] | None:
         """What every holder grants at once, or ``None`` (nothing recorded: a hedge that could
         not start is no attempt)."""
-        holds: list[Held] = []
-        holders = applicable(loop.holders, target, context)
-        if not holders:
-            return holds
         try:
-            async with asyncio.timeout(ADMISSION_SECONDS):
-                for holder in holders:
-                    holds.append(await holder.acquire(target, context))
+            return await acquire_all(loop.holders, target, context, ADMISSION_SECONDS)
         except (HoldRefused, TimeoutError):
-            await release_all(holds)
             return None
-        except BaseException:
-            await release_all(holds)
-            raise
-        return holds
 
     async def _race(self, racing: list[_Attempt], context: AttemptContext) -> AttemptResult:
         """The first answer of the racing attempts, or no answer when every one failed."""

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -121,11 +122,6 @@ class Holder(Protocol):
     async def acquire(self, target: Target, context: AttemptContext) -> Held: ...
 
 
-def applicable(holders: Sequence[Holder], target: Target, context: AttemptContext) -> list[Holder]:
-    """The holders an attempt on ``target`` must acquire, in their order."""
-    return [holder for holder in holders if holder.applies(target, context)]
-
-
 class HoldRefused(Exception):
     """A local gate refused the attempt (a full queue, a wait past its limit, a lease that no
     longer holds). With ``stops``, no other target may be tried either: the refusal is about the
@@ -152,6 +148,27 @@ class HoldRefused(Exception):
             headers["retry-after"] = str(self.retry_after)
         body = local_error_body(self.message, self.code, self.error_type, **self.extra)
         return Outcome(OutcomeKind.LOCAL, self.status, headers, body, self.code)
+
+
+async def acquire_all(
+    holders: Sequence[Holder], target: Target, context: AttemptContext, seconds: float | None
+) -> list[Held]:
+    """What every holder that applies to an attempt on ``target`` grants, in their order, within
+    ``seconds`` (``None``: unbounded). When one refuses, the wait runs out (``TimeoutError``) or
+    anything else fails, what was granted is released and the failure raised. An attempt none
+    applies to holds nothing and arms no timer."""
+    holds: list[Held] = []
+    applying = [holder for holder in holders if holder.applies(target, context)]
+    if not applying:
+        return holds
+    try:
+        async with asyncio.timeout(seconds):
+            for holder in applying:
+                holds.append(await holder.acquire(target, context))
+    except BaseException:
+        await release_all(holds)
+        raise
+    return holds
 
 
 async def release_all(holds: Sequence[Held]) -> None:
