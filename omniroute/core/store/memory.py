@@ -18,8 +18,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -84,13 +83,13 @@ class MemoryStore(StateStore):
         self._semaphores: dict[str, dict[str, float]] = {}
         self._next_sweep = -math.inf
 
-    @contextmanager
-    def _locked(self) -> Iterator[float]:
-        """Hold the lock and yield ``now`` (read under the lock, so it is monotonic per key)."""
-        with self._lock:
-            now = self.clock()
-            self._maybe_sweep(now)
-            yield now
+    def _now(self) -> float:
+        """``now``, read while the caller holds ``self._lock`` (so it is monotonic per key);
+        expired entries are swept first, at most every ``SWEEP_INTERVAL``. A plain call, not a
+        generator context manager: every store operation of every request takes it."""
+        now = self.clock()
+        self._maybe_sweep(now)
+        return now
 
     def _maybe_sweep(self, now: float) -> None:
         if now < self._next_sweep:
@@ -116,7 +115,8 @@ class MemoryStore(StateStore):
     # -- records -------------------------------------------------------------------------
 
     async def incr(self, key: str, amount: int = 1, *, ttl: float | None = None) -> int:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             record = self._live_record(key, now)
             if record is None:
                 self._records[key] = _Record(encode(amount), _expiry(now, ttl))
@@ -126,34 +126,40 @@ class MemoryStore(StateStore):
             return value
 
     async def get_counter(self, key: str) -> int:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             return as_counter(self._read(key, now))
 
     async def get(self, key: str) -> Json | None:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             return self._read(key, now)
 
     async def get_many(self, keys: Sequence[str]) -> list[Json | None]:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             return [self._read(key, now) for key in keys]
 
     async def set(self, key: str, value: Json, *, ttl: float | None = None) -> None:
         raw = None if value is None else encode(value)
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             if raw is None:
                 self._records.pop(key, None)
             else:
                 self._records[key] = _Record(raw, _expiry(now, ttl))
 
     async def delete(self, key: str) -> bool:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             if self._live_record(key, now) is None:
                 return False
             del self._records[key]
             return True
 
     async def update(self, key: str, fn: Updater, *, ttl: float | None = None) -> Json | None:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             new = fn(self._read(key, now))
             if new is None:
                 self._records.pop(key, None)
@@ -163,7 +169,8 @@ class MemoryStore(StateStore):
             return decode(raw)
 
     async def scan(self, prefix: str) -> dict[str, Json]:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             return {
                 key: decode(record.raw)
                 for key, record in self._records.items()
@@ -174,7 +181,8 @@ class MemoryStore(StateStore):
 
     async def window_add(self, key: str, *, window: float, amount: int = 1) -> int:
         check_window_args(window, amount)
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             entry = self._windows.setdefault(key, _Window())
             entry.trim(now - window)
             entry.events.append((now, amount))
@@ -183,18 +191,21 @@ class MemoryStore(StateStore):
 
     async def window_count(self, key: str, *, window: float) -> int:
         check_window_args(window)
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             entry = self._windows.get(key)
             return 0 if entry is None else _sum_after(entry.events, now - window)
 
     async def window_clear(self, key: str) -> None:
-        with self._locked():
+        with self._lock:
+            self._now()
             self._windows.pop(key, None)
 
     # -- semaphores ----------------------------------------------------------------------
 
     async def semaphore_acquire(self, key: str, holder: str, *, limit: int, ttl: float) -> bool:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             holders = self._semaphores.setdefault(key, {})
             _drop_expired(holders, now)
             if holder not in holders and len(holders) >= limit:
@@ -203,13 +214,15 @@ class MemoryStore(StateStore):
             return True
 
     async def semaphore_release(self, key: str, holder: str) -> bool:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             holders = self._semaphores.get(key, {})
             _drop_expired(holders, now)
             return holders.pop(holder, None) is not None
 
     async def semaphore_refresh(self, key: str, holder: str, *, ttl: float) -> bool:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             holders = self._semaphores.get(key, {})
             _drop_expired(holders, now)
             if holder not in holders:
@@ -218,14 +231,16 @@ class MemoryStore(StateStore):
             return True
 
     async def semaphore_count(self, key: str) -> int:
-        with self._locked() as now:
+        with self._lock:
+            now = self._now()
             holders = self._semaphores.get(key, {})
             return sum(1 for expires_at in holders.values() if expires_at > now)
 
     # -- maintenance ---------------------------------------------------------------------
 
     async def clear_prefix(self, prefix: str) -> int:
-        with self._locked():
+        with self._lock:
+            self._now()
             return (
                 _pop_prefix(self._records, prefix)
                 + _pop_prefix(self._windows, prefix)
