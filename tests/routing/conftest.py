@@ -14,6 +14,7 @@ import routing.proxy.clock as proxy_clock
 import routing.proxy.shell as proxy_shell
 from omniroute.core import state as resilience_state
 from omniroute.core import tasks
+from omniroute.core.observability.metrics import clear_counted
 from omniroute.core.store import MemoryStore
 from resilience.services import resilience_settings_update
 from routing.domain.config.vocabulary import Scope
@@ -42,6 +43,15 @@ UPSTREAM_SECRET = "sk-upstream-SECRET-1234567890"
 
 
 SEED = importlib.import_module("routing.migrations.0002_seed_providers")
+
+
+@pytest.fixture
+def request_metrics() -> Iterator[None]:
+    """The families counted per request start empty (they are process-wide) and are emptied
+    again after."""
+    clear_counted()
+    yield
+    clear_counted()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ Messages or Responses stream, a whole answer) reach the metrics and the request 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -15,7 +14,6 @@ from channels.db import database_sync_to_async
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from omniroute.core.observability.metrics import COUNTED as REQUEST_METRICS
 from omniroute.core.store import MemoryStore
 from routing.domain.client.endpoints import MESSAGES, RESPONSES
 from routing.models import Provider
@@ -61,16 +59,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 USAGE = {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
 USAGE_EVENT = event({"id": "up-1", "choices": [], "usage": USAGE})
-
-
-@pytest.fixture
-def metrics() -> Iterator[None]:
-    """The request metrics start empty (they are process-wide) and are emptied again after."""
-    for metric in REQUEST_METRICS:
-        metric.clear()
-    yield
-    for metric in REQUEST_METRICS:
-        metric.clear()
 
 
 async def counted_tokens(provider: str) -> tuple[float, float]:
@@ -188,7 +176,7 @@ async def test_a_client_that_asked_for_usage_itself_gets_the_refusal(
 
 
 async def test_a_chat_stream_s_tokens_reach_the_metrics_and_the_request_log(
-    gateway: Gateway, primary: int, metrics: None, request_log: FakeWriter
+    gateway: Gateway, primary: int, request_metrics: None, request_log: FakeWriter
 ) -> None:
     gateway.fake.behaviours[PRIMARY] = streaming(usage_stream())
 
@@ -200,7 +188,7 @@ async def test_a_chat_stream_s_tokens_reach_the_metrics_and_the_request_log(
 
 
 async def test_a_whole_answer_s_tokens_reach_the_metrics_and_the_request_log(
-    gateway: Gateway, primary: int, metrics: None, request_log: FakeWriter
+    gateway: Gateway, primary: int, request_metrics: None, request_log: FakeWriter
 ) -> None:
     completion = {
         "id": "c-1",
@@ -248,7 +236,7 @@ async def test_a_messages_stream_s_tokens_reach_the_metrics_and_the_request_log(
     clock: FakeClock,
     store: MemoryStore,
     policy_clock: FakeClock,
-    metrics: None,
+    request_metrics: None,
     request_log: FakeWriter,
 ) -> None:
     relay = await messages_relay(clock, store)
@@ -268,7 +256,7 @@ async def test_a_messages_whole_answer_s_tokens_are_counted(
     clock: FakeClock,
     store: MemoryStore,
     policy_clock: FakeClock,
-    metrics: None,
+    request_metrics: None,
     request_log: FakeWriter,
 ) -> None:
     relay = await messages_relay(clock, store)
@@ -286,7 +274,7 @@ async def test_a_responses_stream_s_tokens_reach_the_metrics_and_the_request_log
     store: MemoryStore,
     policy_clock: FakeClock,
     acme: Provider,
-    metrics: None,
+    request_metrics: None,
     request_log: FakeWriter,
 ) -> None:
     relay = await responses_relay(acme, clock, store)

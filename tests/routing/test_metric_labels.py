@@ -4,27 +4,22 @@ metrics and probes")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from prometheus_client import REGISTRY
 
-from omniroute.core.observability.metrics import COUNTED, OTHER
+from omniroute.core.observability.metrics import (
+    COUNTED,
+    OTHER,
+    AttemptResult,
+    clear_counted,
+    count_attempt,
+)
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.config.snapshot import CatalogEntry, ComboInfo, ComboStep, ConfigSnapshot
 from routing.proxy.telemetry import AccessRecord, known_models, record_request, request_metrics
 from tests.routing.auto_support import target
 
 UNKNOWN = 10_000
-
-
-@pytest.fixture
-def empty_metrics() -> Iterator[None]:
-    for metric in COUNTED:
-        metric.clear()
-    yield
-    for metric in COUNTED:
-        metric.clear()
 
 
 def snapshot() -> ConfigSnapshot:
@@ -69,7 +64,8 @@ def test_known_models_are_built_once_per_snapshot() -> None:
     assert known_models(ConfigSnapshot()) == frozenset()
 
 
-def test_ten_thousand_unknown_models_add_no_series(empty_metrics: None) -> None:
+@pytest.mark.usefixtures("request_metrics")  # the fixture: the function imported has its name
+def test_ten_thousand_unknown_models_add_no_series() -> None:
     config = snapshot()
     tried = target(1, model="made-up-0")
     success = Outcome(OutcomeKind.SUCCESS, status=200)
@@ -93,3 +89,15 @@ def test_ten_thousand_unknown_models_add_no_series(empty_metrics: None) -> None:
         if s.name == "omniroute_requests_total"
     ]
     assert sample.labels["model"] == OTHER and sample.value == UNKNOWN
+
+
+@pytest.mark.usefixtures("request_metrics")
+def test_a_series_counts_again_after_the_families_are_emptied() -> None:
+    """Each series is looked up once and kept; emptying the families forgets the kept ones,
+    else later counts would go to series ``/metrics`` no longer shows."""
+    labels = {"provider": "mock", "model": "mock/m", "result": AttemptResult.SUCCESS}
+    count_attempt("mock", "mock/m", AttemptResult.SUCCESS, "success")
+    clear_counted()
+    count_attempt("mock", "mock/m", AttemptResult.SUCCESS, "success")
+    count_attempt("mock", "mock/m", AttemptResult.SUCCESS, "success")
+    assert REGISTRY.get_sample_value("omniroute_upstream_attempt_results_total", labels) == 2.0

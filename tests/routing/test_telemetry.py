@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -18,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from leases.domain.tokens import OWNER_HEADER
 from omniroute.core.logging import JsonFormatter, ScrubbingFilter
-from omniroute.core.observability.metrics import COUNTED as REQUEST_METRICS
 from omniroute.core.scrub import REDACTED
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.models import ProviderConnection
@@ -42,16 +40,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 OWNER_TOKEN = "vlo_" + "A" * 43  # a lease header value: it must never reach the log
 ACCESS_LOGGER = "omniroute.access"
 RECEIVE_SECONDS = 5
-
-
-@pytest.fixture
-def request_metrics() -> Iterator[None]:
-    """The request metrics start empty (they are process-wide) and are emptied again after."""
-    for metric in REQUEST_METRICS:
-        metric.clear()
-    yield
-    for metric in REQUEST_METRICS:
-        metric.clear()
 
 
 async def send(key: str, *, consumer: type = NotFoundConsumer, path: str = "/v1/nowhere") -> str:
