@@ -5,8 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omniroute.core.bounds import MAX_ECHO_CHARS, clip, header_text, nesting_exceeds
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=4)
+    ),
+    max_leaves=40,
+)
 
 
 def nested(depth: int, opener: str = "[") -> Any:
@@ -26,6 +36,20 @@ def test_scalars_and_wide_values_do_not_exceed() -> None:
     assert not nesting_exceeds("x", 1)
     assert not nesting_exceeds({"a": [1] * 100_000, "b": {"c": [{}] * 1000}}, 4)
     assert nesting_exceeds({"a": 1, "b": [1, [2, [3]]]}, 3)
+
+
+def depth(value: Any) -> int:
+    """How deep ``value`` nests, by the definition (a scalar 0, a container 1 + its deepest)."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+@given(JSON_VALUES, st.integers(min_value=1, max_value=8))
+def test_nesting_agrees_with_the_definition(value: Any, limit: int) -> None:
+    assert nesting_exceeds(value, limit) is (depth(value) > limit)
 
 
 def test_clip_keeps_short_text_and_marks_a_cut() -> None:

@@ -98,15 +98,20 @@ def estimate_tokens(values: Iterable[Any]) -> int:
 
 
 def _text_bytes(root: Any) -> int:
-    """UTF-8 bytes of the prompt text under ``root``; iterative, so deep nesting is harmless."""
+    """UTF-8 bytes of the prompt text under ``root``; iterative, so deep nesting is harmless.
+
+    Every request's messages pass here, a coding agent's hundreds of them: the exact types
+    parsed JSON holds are tried first (``isinstance`` against ``Mapping`` is an ABC check), and
+    ASCII text is measured without encoding a copy."""
     total, pending = 0, [root]
     while pending:
         value = pending.pop()
-        if isinstance(value, str):
-            total += len(value.encode())
-        elif isinstance(value, list):
+        kind = type(value)
+        if kind is str or isinstance(value, str):
+            total += len(value) if value.isascii() else len(value.encode())
+        elif kind is list or isinstance(value, list):
             pending.extend(value)
-        elif isinstance(value, Mapping):
+        elif kind is dict or isinstance(value, Mapping):
             for key, item in value.items():
                 if key not in _TEXT_KEYS:
                     continue
