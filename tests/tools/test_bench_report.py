@@ -3,9 +3,12 @@ decision-header probe's parsing and the recorded section (no timing here)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import orjson
 import pytest
 
-from omniroute.tools.bench.prompt import prompt_text, size_label
+from omniroute.tools.bench.prompt import conversation, prompt_text, size_label
 from omniroute.tools.bench.report import (
     PhaseReport,
     median_run,
@@ -126,6 +129,16 @@ def test_the_large_prompt_has_the_size_asked() -> None:
 
     assert len(text.encode()) == 1_000_000
     assert (size_label(1_000_000), size_label(250_000)) == ("1 MB", "250 kB")
+
+
+def test_the_conversation_is_an_agents_turns_of_text_tool_call_and_result() -> None:
+    messages = conversation(200)
+
+    assert [m["role"] for m in messages[:3]] == ["user", "assistant", "tool"]
+    assert len(messages) == 600
+    calls: Any = messages[1]["tool_calls"]
+    assert [c["id"] for c in calls] == [messages[2]["tool_call_id"]] == ["call_0"]
+    assert 140_000 < len(orjson.dumps(messages)) < 200_000
 
 
 def test_the_recorded_section_is_dated_and_holds_every_phase() -> None:

@@ -95,13 +95,15 @@ class Bench:
         stream: bool,
         concurrency: int,
         content: str = SHORT_PROMPT,
+        messages: list[dict[str, object]] | None = None,
     ) -> RunResult:
         """A warm-up, then the measured run; the proxy's CPU is read for a proxied target, the
-        fake upstream's and the load generator's for every one."""
+        fake upstream's and the load generator's for every one. The request asks with one user
+        message of ``content``, or with ``messages`` when given."""
         url, model, headers = target
         body = {
             "model": model,
-            "messages": [{"role": "user", "content": content}],
+            "messages": messages or [{"role": "user", "content": content}],
             "stream": stream,
         }
         await run_load(
