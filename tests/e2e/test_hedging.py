@@ -10,32 +10,18 @@ the test.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import httpx
-import orjson
 import pytest
 
 from omniroute.tools.fakeupstream import FakeUpstream
 from tests.e2e.conftest import Gateway, Route, make_route, records
+from tests.e2e.stream_support import resilience, sse_text
 
 pytestmark = pytest.mark.e2e
 
 PINGING = {"stall": "before", "heartbeat_ms": 300}  # a head, pings, never a token
 HEALTHY = {"chunks": 4, "chunk_size": 8, "text": "alt"}  # "Pack my box..."
-
-
-@contextmanager
-def resilience(gateway: Gateway, patch: dict[str, Any]) -> Iterator[None]:
-    """Resilience settings changed for the block, then put back."""
-    before = gateway.api.get("/api/resilience").json()
-    assert gateway.api.patch("/api/resilience", json=patch).status_code == 200
-    try:
-        yield
-    finally:
-        assert gateway.api.patch("/api/resilience", json=before).status_code == 200
 
 
 def stream(gateway: Gateway, route: Route) -> tuple[httpx.Response, str, float]:
@@ -45,13 +31,7 @@ def stream(gateway: Gateway, route: Route) -> tuple[httpx.Response, str, float]:
     with gateway.client(route.key, timeout=60) as client:
         response = client.post("/chat/completions", json=body)
     elapsed = time.monotonic() - started
-    text = []
-    for line in response.text.splitlines():
-        data = line.removeprefix("data: ")
-        if line.startswith("data: ") and data != "[DONE]":
-            for choice in orjson.loads(data).get("choices", []):
-                text.append(choice.get("delta", {}).get("content") or "")
-    return response, "".join(text), elapsed
+    return response, sse_text(response), elapsed
 
 
 def decision(response: httpx.Response) -> dict[str, str]:
