@@ -112,6 +112,21 @@ async def test_every_anthropic_beta_header_reaches_the_upstream(relay: Relay, fi
     assert sent_betas == {"tools-1", "cache-2"}
 
 
+async def test_a_passed_header_that_is_not_ascii_is_the_clients_400(
+    relay: Relay, first: int
+) -> None:
+    relay.fake.behaviours[CLAUDE_PRIMARY] = answer(200, RAW_ANSWER)
+    beta = [(b"anthropic-beta", b"tools-\xe9")]  # Latin-1: no upstream could be sent it as written
+
+    reply = await relay.post(messages_request(), auth=x_api_key(relay.key), headers=beta)
+
+    assert reply.status == 400
+    assert reply.json()["type"] == "error"  # Anthropic's shape, as every /v1/messages error
+    assert reply.json()["error"]["code"] == "invalid_header"
+    assert "anthropic-beta" in reply.json()["error"]["message"]
+    assert relay.fake.requests == []
+
+
 async def test_a_stream_is_relayed_byte_for_byte(relay: Relay, first: int) -> None:
     events = messages_events()
     relay.fake.behaviours[CLAUDE_PRIMARY] = streaming(events)
