@@ -34,7 +34,11 @@ from django.conf import settings  # noqa: E402
 
 from omniroute.tools.bench.bare_server import UPSTREAM_VARIABLE  # noqa: E402
 from routing.domain.streams.sse import SseSplitter  # noqa: E402
-from routing.proxy.upstream.client import Upstream, default_timeout  # noqa: E402
+from routing.proxy.upstream.client import (  # noqa: E402
+    Upstream,
+    default_timeout,
+    upstream_request,
+)
 
 NO_CHANNEL_LAYER = "bare-proxy-has-no-channel-layer"
 UPSTREAM_BASE_URL = os.environ[UPSTREAM_VARIABLE].rstrip("/")  # read once; unset: no start
@@ -69,13 +73,8 @@ class BareProxy(AsyncHttpConsumer):  # channels ships no types: AsyncHttpConsume
 
     async def handle(self, body: bytes) -> None:
         stream = wants_stream(body)
-        request = httpx.Request(
-            "POST",
-            f"{UPSTREAM_BASE_URL}{self.scope['path']}",
-            content=body,
-            headers=request_headers(stream),
-            extensions={"timeout": default_timeout()},
-        )
+        url, host = _upstream.url(UPSTREAM_BASE_URL, self.scope["path"])
+        request = upstream_request(url, host, request_headers(stream), body, default_timeout())
         response = await _upstream.transport("bare").handle_async_request(request)
         response.request = request
         try:
