@@ -44,7 +44,7 @@ from routing.services import (
     connection_reset_terminal,
     connection_save,
 )
-from routing.services.connections import SETTINGS_FIELDS
+from routing.services.connections import SECRET_NOT_A_HEADER, SETTINGS_FIELDS, is_header_value
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
 AVAILABLE_COLOUR = STATUS_COLOURS[TestStatus.ACTIVE]
@@ -102,6 +102,12 @@ class ProviderConnectionForm(ModelFormBase):
         value = str(self.cleaned_data.get("proxy_url") or "")
         stored = self.instance.proxy_url if self.instance.pk else ""
         return stored if stored and value == mask_url_credentials(stored) else value
+
+    def clean_secret(self) -> str:
+        value = str(self.cleaned_data.get("secret") or "")
+        if value and not is_header_value(value):  # the service's own rule, shown on the field
+            raise forms.ValidationError(SECRET_NOT_A_HEADER)
+        return value
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -50,6 +51,10 @@ SETTINGS_FIELDS = (
     "extras",
 )
 FLUSH_TIMEOUT_SECONDS = 10.0
+SECRET_NOT_A_HEADER = (
+    "The secret is sent to the provider in an HTTP header: it must be printable ASCII text "
+    "(no accents, spaces at the ends or line breaks)."
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +73,8 @@ def connection_save(
     """
     for name, value in (fields or {}).items():
         setattr(connection, name, value)
+    if secret and not is_header_value(secret):  # else every request to it fails in the gateway
+        raise ValidationError({"secret": ValidationError(SECRET_NOT_A_HEADER, code="invalid")})
     if secret is not None:
         connection.set_secret(secret)
     if refresh_secret is not None:
@@ -79,6 +86,11 @@ def connection_save(
     if renewed and connection_is_terminal(connection=connection):
         transaction.on_commit(lambda: connection_reset_terminal(connection=connection))
     return connection
+
+
+def is_header_value(text: str) -> bool:
+    """Whether ``text`` can be sent as an HTTP header's value as it is."""
+    return text.isascii() and text.isprintable() and text == text.strip()
 
 
 async def _forget_live_state(connection_id: int, provider: str) -> None:

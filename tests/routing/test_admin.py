@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from routing.models import ClientApiKey, Combo, Provider, ProviderConnection
 from routing.services import api_key_create, combo_save, connection_save
+from routing.services.connections import SECRET_NOT_A_HEADER
 from tests.routing.conftest import UPSTREAM_SECRET
 
 pytestmark = pytest.mark.django_db
@@ -116,6 +117,16 @@ def test_connection_change_blank_keeps_and_clear_empties_the_secret(
     staff_client.post(url, _connection_form(name="primary", secret="", clear_secret="on"))
     connection.refresh_from_db()
     assert not connection.has_secret
+
+
+def test_a_secret_that_cannot_be_a_header_is_refused_on_its_field(staff_client: Client) -> None:
+    secret = "sk-caf\u00e9-secret"
+    response = staff_client.post(_url("providerconnection", "add"), _connection_form(secret=secret))
+
+    assert response.status_code == 200  # the form again, with the field's error
+    assert response.context["adminform"].form.errors["secret"] == [SECRET_NOT_A_HEADER]
+    assert secret.encode() not in response.content
+    assert not ProviderConnection.objects.filter(name="admin-made").exists()
 
 
 def test_connection_service_error_is_reported_and_rolled_back(

@@ -112,6 +112,27 @@ def test_connection_update_keeps_rotates_and_clears_the_secret(
     assert cleared.json()["secret_preview"] == ""
 
 
+@pytest.mark.parametrize(
+    "secret",
+    ["sk-caf\u00e9-123", "sk-123\r\nx-injected: 1", " sk-123"],
+    ids=["not-ascii", "line-break", "leading-space"],
+)
+def test_a_secret_that_cannot_be_a_header_is_refused_by_name(
+    manage_client: APIClient, connection: ProviderConnection, secret: str
+) -> None:
+    created = manage_client.post(
+        "/api/connections/", _connection_payload(secret=secret), format="json"
+    )
+    patched = manage_client.patch(
+        f"/api/connections/{connection.pk}/", {"secret": secret}, format="json"
+    )
+
+    for refused in (created, patched):
+        assert "secret" in error_fields(refused)
+        assert_no_leak(refused, secret)
+    assert ProviderConnection.objects.get(pk=connection.pk).get_secret() == UPSTREAM_SECRET
+
+
 def test_connection_delete(manage_client: APIClient, connection: ProviderConnection) -> None:
     assert manage_client.delete(f"/api/connections/{connection.pk}/").status_code == 204
     assert not ProviderConnection.objects.filter(pk=connection.pk).exists()
