@@ -69,8 +69,8 @@ class Exchange:
     def forwarded(self) -> Forwarded:
         """The client headers its API passes upstream; a repeated header is one
         comma-separated list (RFC 9110). When traced, the request span's ``traceparent``. A
-        passed header that is not ASCII text is the client's mistake: a 400 naming it (it could
-        not be sent on as the client wrote it)."""
+        passed header that is not printable ASCII text is the client's mistake: a 400 naming it
+        (it could not be sent on as the client wrote it, or should not be)."""
         passed = self.endpoint.passed_headers
         trace = () if self.traceparent is None else (("traceparent", self.traceparent),)
         if not passed:
@@ -78,15 +78,18 @@ class Exchange:
         values: dict[str, list[str]] = {}
         for name, value in self.headers:
             if name in passed:
-                if not value.isascii():
-                    raise _not_ascii(name.decode("ascii"))
-                values.setdefault(name.decode("ascii"), []).append(value.decode("ascii"))
+                text = value.decode("latin-1")
+                if not (text.isascii() and text.isprintable()):
+                    raise _not_text(name.decode("latin-1"))
+                values.setdefault(name.decode("latin-1"), []).append(text)
         return tuple((name, ", ".join(given)) for name, given in values.items()) + trace
 
 
-def _not_ascii(header: str) -> GatewayError:
+def _not_text(header: str) -> GatewayError:
     return GatewayError(
-        400, "invalid_header", f"The {header} header must be ASCII text to be passed upstream."
+        400,
+        "invalid_header",
+        f"The {header} header must be printable ASCII text to be passed upstream.",
     )
 
 

@@ -22,7 +22,7 @@ from omniroute.core.store import MemoryStore
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_state_get
 from resilience.services.lockouts import lockout_record
-from routing.domain.client.endpoints import MESSAGES, RESPONSES, Endpoint
+from routing.domain.client.endpoints import CHAT_COMPLETIONS, MESSAGES, RESPONSES, Endpoint
 from routing.models import Provider
 from routing.proxy.consumers import RelayConsumer
 from routing.proxy.upstream.client import Upstream
@@ -38,9 +38,14 @@ from tests.routing.harness import (
     send_body,
 )
 
+CHAT_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
-PATHS = {RESPONSES.name: RESPONSES_PATH, MESSAGES.name: MESSAGES_PATH}
+PATHS = {
+    CHAT_COMPLETIONS.name: CHAT_PATH,
+    RESPONSES.name: RESPONSES_PATH,
+    MESSAGES.name: MESSAGES_PATH,
+}
 
 # The two keys of ``claude``, an Anthropic-format provider (the test modules' fixtures).
 CLAUDE_PRIMARY = "sk-ant-PRIMARY-0001"
