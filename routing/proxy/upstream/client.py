@@ -23,6 +23,7 @@ or a read timeout.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -56,6 +57,9 @@ from routing.proxy.upstream.errors import classify_transport_error, describe_tra
 
 RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remaining-requests")
 USER_AGENT = "OmniRoute/0.1"
+UNSENDABLE_SECRET = "connection_secret_unsendable"
+
+logger = logging.getLogger(__name__)
 
 # Garbage is a failure: a 2xx the client could not use is a 502 the attempt loop fails over on.
 
@@ -256,7 +260,12 @@ class Upstream:
         url, host = self.url(target.connection.base_url, endpoint.upstream_path)
         headers = _upstream_headers(target, stream, forwarded)
         timeout = self._timeout(limits.idle_seconds)
-        request = upstream_request(url, host, headers, payload, timeout)
+        try:
+            request = upstream_request(url, host, headers, payload, timeout)
+        except UnicodeEncodeError:  # a secret stored before secrets were checked when saved
+            where = f"connection {target.connection.id} ({target.label})"
+            logger.warning("%s: its secret cannot be sent in a header; enter it again", where)
+            return _unsendable_secret(started), None
         response: httpx.Response | None = None
         try:
             transport = self.transport(target.provider.slug, target.connection.proxy_url)
@@ -385,6 +394,17 @@ def _execution_timeout(seconds: float, started: float) -> Outcome:
     body = local_error_body(message, EXECUTION_TIMEOUT, "timeout_error")
     headers = {"content-type": "application/json"}
     return Outcome(OutcomeKind.LOCAL, 504, headers, body, EXECUTION_TIMEOUT, _elapsed_ms(started))
+
+
+def _unsendable_secret(started: float) -> Outcome:
+    """The connection's secret cannot go in an HTTP header (one stored before secrets were
+    checked when saved): a local 503 the loop fails over on, never the upstream's failure."""
+    message = (
+        "The connection's secret cannot be sent in an HTTP header; an operator must enter it again."
+    )
+    body = local_error_body(message, UNSENDABLE_SECRET, "server_error")
+    headers = {"content-type": "application/json"}
+    return Outcome(OutcomeKind.LOCAL, 503, headers, body, UNSENDABLE_SECRET, _elapsed_ms(started))
 
 
 def _garbage(garbage: _Garbage, started: float) -> Outcome:
