@@ -1,6 +1,6 @@
-"""Bounds on what a client sends: how deep its JSON may nest, and how much of a string it
-chose (a model name, a path, an id) the gateway repeats in an error, a header or a log line
-(pure; stdlib only).
+"""Bounds on what a client sends: how deep its JSON may nest, how much of a string it chose (a
+model name, a path, an id) the gateway repeats in an error, a header or a log line, and which
+text can be a header value as it is (pure; stdlib only).
 
 A hostile client may send a model name of a megabyte or JSON nested a thousand levels deep;
 the gateway answers it in a few hundred bytes and never re-encodes what it could not bound.
@@ -17,6 +17,7 @@ __all__ = [
     "bounded",
     "clip",
     "header_text",
+    "is_header_value",
     "nesting_exceeds",
 ]
 
@@ -61,6 +62,13 @@ def header_text(text: str) -> bytes:
     if escaped.isprintable():
         return escaped.encode("ascii")
     return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in escaped).encode("ascii")
+
+
+def is_header_value(text: str) -> bool:
+    """Whether ``text`` can be sent as an HTTP header's value as it is: printable ASCII, with
+    no space at either end (which the wire would not keep). A passed client header, a
+    connection's secret: one rule for what goes upstream in a header."""
+    return text.isascii() and text.isprintable() and text == text.strip()
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:

@@ -26,6 +26,7 @@ from omniroute.core.admin import (
     human_seconds,
     moment,
 )
+from omniroute.core.bounds import is_header_value
 from resilience.domain.connection_state import ConnectionState
 from routing.admin.connection_state import ConnectionStateFilter, connection_state_badges
 from routing.admin.connection_verbs import ConnectionVerbsMixin, attach_locks, live_locks
@@ -44,7 +45,7 @@ from routing.services import (
     connection_reset_terminal,
     connection_save,
 )
-from routing.services.connections import SECRET_NOT_A_HEADER, SETTINGS_FIELDS, is_header_value
+from routing.services.connections import SECRET_NOT_A_HEADER, SETTINGS_FIELDS
 
 STATUS_COLOURS: dict[str, str] = {TestStatus.ACTIVE: "#2e7d32", TestStatus.UNAVAILABLE: "#ef6c00"}
 AVAILABLE_COLOUR = STATUS_COLOURS[TestStatus.ACTIVE]

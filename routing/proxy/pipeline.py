@@ -22,6 +22,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from leases.interface import LeaseClaim, lease_claim
+from omniroute.core.bounds import is_header_value
 from omniroute.core.store import StateStore
 from resilience.domain.attempts.policy import DEADLINE_HEADER as _DEADLINE
 from resilience.domain.attempts.policy import client_deadline_ms, deadline_ms
@@ -79,7 +80,7 @@ class Exchange:
         for name, value in self.headers:
             if name in passed:
                 text = value.decode("latin-1")
-                if not (text.isascii() and text.isprintable()):
+                if not is_header_value(text):
                     raise _not_text(name.decode("latin-1"))
                 values.setdefault(name.decode("latin-1"), []).append(text)
         return tuple((name, ", ".join(given)) for name, given in values.items()) + trace

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from leases.interface import leases_invalidate_for_connection
 from omniroute.core import tasks
+from omniroute.core.bounds import is_header_value
 from omniroute.core.state import get_store
 from resilience.domain.connection_state import ConnectionState
 from resilience.services.connections import connection_state_get, connection_state_reset
@@ -86,11 +87,6 @@ def connection_save(
     if renewed and connection_is_terminal(connection=connection):
         transaction.on_commit(lambda: connection_reset_terminal(connection=connection))
     return connection
-
-
-def is_header_value(text: str) -> bool:
-    """Whether ``text`` can be sent as an HTTP header's value as it is."""
-    return text.isascii() and text.isprintable() and text == text.strip()
 
 
 async def _forget_live_state(connection_id: int, provider: str) -> None:

@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omniroute.core.bounds import MAX_ECHO_CHARS, clip, header_text, nesting_exceeds
+from omniroute.core.bounds import (
+    MAX_ECHO_CHARS,
+    clip,
+    header_text,
+    is_header_value,
+    nesting_exceeds,
+)
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=3),
@@ -70,3 +76,28 @@ def test_clip_keeps_short_text_and_marks_a_cut() -> None:
 )
 def test_header_text_is_printable_ascii(text: str, expected: bytes) -> None:
     assert header_text(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "sendable"),
+    [
+        ("sk-ant-0123 Bearer x/y+z=", True),
+        ("2023-06-01", True),
+        ("", True),
+        ("caf\u00e9", False),  # not ASCII
+        ("a\r\nX-Injected: 1", False),  # a line break would end the header
+        ("tab\there", False),
+        ("nul\x00", False),
+        ("del\x7f", False),
+        (" lead", False),  # the wire would not keep a space at either end
+        ("trail ", False),
+    ],
+)
+def test_is_header_value(text: str, sendable: bool) -> None:
+    assert is_header_value(text) is sendable
+
+
+@given(st.text(max_size=20))
+def test_what_is_a_header_value_is_written_as_it_is(text: str) -> None:
+    if is_header_value(text):
+        assert header_text(text) == text.encode("ascii")
