@@ -18,6 +18,7 @@ from django.conf import settings as django_settings
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from omniroute.core.bounds import clip, is_header_value
 from omniroute.core.state import get_store
 from resilience.domain.attempts.policy import AttemptPolicy
 from resilience.domain.connection_state import TERMINAL as TERMINAL_STATUSES
@@ -83,6 +84,15 @@ def _provider_info(provider: Provider) -> ProviderInfo:
 
 
 def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
+    secret = connection.get_secret()
+    sendable = not secret or is_header_value(secret)
+    if not sendable:  # told at every snapshot, never per request, and never the secret itself
+        logger.warning(
+            "connection %s (%s/%s): its secret cannot be sent in a header; enter it again",
+            connection.pk,
+            connection.provider_id,
+            clip(connection.name),
+        )
     return ConnectionInfo(
         id=connection.pk,
         provider=connection.provider_id,
@@ -90,7 +100,8 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
         priority=connection.priority,
         base_url=connection.effective_base_url,
         auth_type=connection.auth_type,
-        secret=connection.get_secret(),
+        secret=secret,
+        secret_sendable=sendable,
         served_models=tuple(str(m) for m in connection.served_models or ()),
         max_concurrent=connection.max_concurrent,
         rate_limit_protection=connection.rate_limit_protection,

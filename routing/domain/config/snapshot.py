@@ -60,6 +60,9 @@ class ConnectionInfo:
     base_url: str
     auth_type: str
     secret: str | None = field(default=None, repr=False)
+    # False for a secret that cannot be a header (one stored before secrets were checked when
+    # saved): its attempts end in the gateway (docs/operating.md)
+    secret_sendable: bool = True
     served_models: tuple[str, ...] = ()
     max_concurrent: int | None = None
     rate_limit_protection: bool = False

@@ -257,15 +257,11 @@ class Upstream:
         the caller must close it. ``hide_usage``: the client did not ask for the usage block
         the payload asks for (``ClientRequest.hides_usage``); its stream goes without it."""
         started = time.monotonic()
+        if not target.connection.secret_sendable:  # stored before secrets were checked
+            return _unsendable_secret(started), None
         url, host = self.url(target.connection.base_url, endpoint.upstream_path)
         headers = _upstream_headers(target, stream, forwarded)
-        timeout = self._timeout(limits.idle_seconds)
-        try:
-            request = upstream_request(url, host, headers, payload, timeout)
-        except UnicodeEncodeError:  # a secret stored before secrets were checked when saved
-            where = f"connection {target.connection.id} ({target.label})"
-            logger.warning("%s: its secret cannot be sent in a header; enter it again", where)
-            return _unsendable_secret(started), None
+        request = upstream_request(url, host, headers, payload, self._timeout(limits.idle_seconds))
         response: httpx.Response | None = None
         try:
             transport = self.transport(target.provider.slug, target.connection.proxy_url)
