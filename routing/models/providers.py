@@ -5,12 +5,16 @@ from __future__ import annotations
 from enum import StrEnum
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 
 from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
 from routing.domain.config.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
 from routing.domain.quota.rate_limits import check_overrides
+
+# Upstreams and outbound proxies are spoken to over HTTP: an ftp:// URL (which URLField
+# accepts) would fail every attempt in the gateway, counted against the provider.
+HTTP_URL = URLValidator(schemes=["http", "https"], message="Enter an http:// or https:// URL.")
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
@@ -23,7 +27,9 @@ class Provider(models.Model):
     slug = models.SlugField(max_length=64, primary_key=True, help_text="Used as `slug/model`.")
     name = models.CharField(max_length=120)
     category = models.CharField(max_length=16, choices=_choices(ProviderCategory))
-    base_url = models.URLField(max_length=500, help_text="Default base URL, e.g. …/v1")
+    base_url = models.URLField(
+        max_length=500, validators=[HTTP_URL], help_text="Default base URL, e.g. …/v1"
+    )
     wire_format = models.CharField(
         max_length=16, choices=_choices(WireFormat), default=WireFormat.OPENAI
     )
@@ -57,7 +63,9 @@ class ProviderConnection(models.Model):
     auth_type = models.CharField(
         max_length=16, choices=_choices(AuthType), default=AuthType.API_KEY
     )
-    base_url = models.URLField(max_length=500, blank=True, help_text="Overrides the provider's.")
+    base_url = models.URLField(
+        max_length=500, blank=True, validators=[HTTP_URL], help_text="Overrides the provider's."
+    )
     secret_encrypted = models.TextField(blank=True, editable=False)
     refresh_secret_encrypted = models.TextField(blank=True, editable=False)
     served_models = models.JSONField(
@@ -96,6 +104,7 @@ class ProviderConnection(models.Model):
     proxy_url = models.URLField(
         max_length=500,
         blank=True,
+        validators=[HTTP_URL],
         help_text="Outbound proxy for this connection's upstream requests; its egress identity.",
     )
     extras = models.JSONField(default=dict, blank=True, help_text="Per-connection settings.")

@@ -46,6 +46,36 @@ def test_provider_crud(manage_client: APIClient) -> None:
     assert not Provider.objects.filter(slug="acme").exists()
 
 
+@pytest.mark.parametrize("url", ["ftp://a.io/v1", "ftps://a.io/v1", "file:///etc/passwd"])
+def test_an_upstream_url_must_be_http(manage_client: APIClient, url: str) -> None:
+    """URLField alone takes ftp://: every attempt would then fail in the gateway, counted
+    against the provider."""
+    payload = {"slug": "acme", "name": "Acme", "category": "api_key", "base_url": url}
+
+    response = manage_client.post("/api/providers/", payload, format="json")
+
+    assert "base_url" in error_fields(response)
+    assert not Provider.objects.filter(slug="acme").exists()
+
+
+@pytest.mark.parametrize("field", ["base_url", "proxy_url"])
+def test_a_connection_url_must_be_http(
+    manage_client: APIClient, connection: ProviderConnection, field: str
+) -> None:
+    url = "ftp://user:proxy-password-0001@proxy.test:21/v1"
+    created = manage_client.post("/api/connections/", _connection_payload(**{field: url}))
+    patched = manage_client.patch(f"/api/connections/{connection.pk}/", {field: url}, format="json")
+
+    for refused in (created, patched):
+        assert field in error_fields(refused)
+        assert_no_leak(refused, "proxy-password-0001")
+    assert getattr(ProviderConnection.objects.get(pk=connection.pk), field) == ""
+    https = manage_client.patch(
+        f"/api/connections/{connection.pk}/", {field: "https://proxy.test:8443/v1"}, format="json"
+    )
+    assert https.status_code == 200, https.content
+
+
 def test_provider_slug_cannot_change(manage_client: APIClient, provider: Provider) -> None:
     response = manage_client.patch("/api/providers/mock/", {"slug": "other"}, format="json")
     assert "slug" in error_fields(response)
