@@ -1,9 +1,10 @@
 """A connection's rate-limit overrides, checked and read (pure).
 
 Stored as JSON on the connection: ``rpm``, ``rpd``, ``tpm``, ``tpd``, ``minTime``,
-``maxConcurrent``, ``maxWaitMs`` (non-negative integers; 0 = use the default) and
-``modelConcurrency`` (model → cap 1..10 000; model names up to 128 characters). Unknown keys
-are refused at write.
+``maxConcurrent``, ``maxWaitMs`` (integers from 0 to their ``INT_BOUNDS``; 0 = use the
+default) and ``modelConcurrency`` (model → cap 1..10 000; model names up to 128 characters).
+Unknown keys and values out of bounds are refused at write, and a stored value out of bounds is
+read as 0 (an integer of a thousand digits would overflow the limiter's arithmetic).
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-INT_KEYS = frozenset({"rpm", "rpd", "tpm", "tpd", "minTime", "maxConcurrent", "maxWaitMs"})
+# The upper bounds of the integer keys: those of the settings each overrides (requestQueue's
+# requestsPerMinute, minTimeBetweenRequestsMs, maxWaitMs; a concurrency cap), and for the
+# daily and token counts far above any account's.
+INT_BOUNDS: dict[str, int] = {
+    "rpm": 1_000_000,
+    "rpd": 1_000_000_000,
+    "tpm": 10_000_000_000,
+    "tpd": 1_000_000_000_000,
+    "minTime": 3_600_000,
+    "maxConcurrent": 100_000,
+    "maxWaitMs": 30_000,
+}
+INT_KEYS = frozenset(INT_BOUNDS)
 MODEL_CONCURRENCY = "modelConcurrency"
 MAX_MODEL_CAP = 10_000
 MAX_MODEL_KEY = 128
@@ -43,8 +56,8 @@ def check_overrides(value: Any) -> list[str]:
     problems = []
     for key, item in value.items():
         if key in INT_KEYS:
-            if type(item) is not int or item < 0:
-                problems.append(f"{key}: must be a non-negative integer")
+            if type(item) is not int or not 0 <= item <= INT_BOUNDS[key]:
+                problems.append(f"{key}: must be an integer 0..{INT_BOUNDS[key]}")
         elif key == MODEL_CONCURRENCY:
             problems += _check_models(item)
         else:
@@ -71,7 +84,7 @@ def read_overrides(value: Any) -> RateLimitOverrides:
 
     def number(key: str) -> int:
         item = value.get(key)
-        return item if type(item) is int and item > 0 else 0
+        return item if type(item) is int and 0 < item <= INT_BOUNDS[key] else 0
 
     models = value.get(MODEL_CONCURRENCY)
     caps = tuple(
