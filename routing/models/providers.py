@@ -3,18 +3,52 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
+import httpx
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
+from django.utils.deconstruct import deconstructible
 
 from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
 from routing.domain.config.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
 from routing.domain.quota.rate_limits import check_overrides
 
-# Upstreams and outbound proxies are spoken to over HTTP: an ftp:// URL (which URLField
-# accepts) would fail every attempt in the gateway, counted against the provider.
-HTTP_URL = URLValidator(schemes=["http", "https"], message="Enter an http:// or https:// URL.")
+
+@deconstructible
+class UpstreamUrl(URLValidator):
+    """An upstream's or an outbound proxy's URL, as the upstream client will use it.
+
+    URLField alone accepts what every attempt would then fail on inside the gateway, counted
+    against the provider: another scheme (``ftp://``), a host the client cannot encode (not a
+    valid international name), a port outside 1..65535. A ``base`` URL (the endpoint's path is
+    appended to it) also takes no query or fragment: the path would land inside them.
+    """
+
+    def __init__(self, *, base: bool = False) -> None:
+        super().__init__(schemes=["http", "https"], message="Enter an http:// or https:// URL.")
+        self.base = base
+
+    def __call__(self, value: Any) -> None:
+        super().__call__(value)
+        try:
+            url = httpx.URL(value)
+        except httpx.InvalidURL:
+            raise ValidationError(
+                "The gateway's HTTP client cannot use this URL (its host or a character).",
+                code="invalid",
+            ) from None
+        if url.port is not None and not 1 <= url.port <= 65_535:
+            raise ValidationError("A port is 1 to 65535.", code="invalid")
+        if self.base and (url.query or url.fragment):
+            raise ValidationError(
+                "A base URL takes no query or fragment: each endpoint's path is appended to it.",
+                code="invalid",
+            )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UpstreamUrl) and self.base == other.base and super().__eq__(other)
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
@@ -28,7 +62,7 @@ class Provider(models.Model):
     name = models.CharField(max_length=120)
     category = models.CharField(max_length=16, choices=_choices(ProviderCategory))
     base_url = models.URLField(
-        max_length=500, validators=[HTTP_URL], help_text="Default base URL, e.g. …/v1"
+        max_length=500, validators=[UpstreamUrl(base=True)], help_text="Default base URL, e.g. …/v1"
     )
     wire_format = models.CharField(
         max_length=16, choices=_choices(WireFormat), default=WireFormat.OPENAI
@@ -64,7 +98,10 @@ class ProviderConnection(models.Model):
         max_length=16, choices=_choices(AuthType), default=AuthType.API_KEY
     )
     base_url = models.URLField(
-        max_length=500, blank=True, validators=[HTTP_URL], help_text="Overrides the provider's."
+        max_length=500,
+        blank=True,
+        validators=[UpstreamUrl(base=True)],
+        help_text="Overrides the provider's.",
     )
     secret_encrypted = models.TextField(blank=True, editable=False)
     refresh_secret_encrypted = models.TextField(blank=True, editable=False)
@@ -104,7 +141,7 @@ class ProviderConnection(models.Model):
     proxy_url = models.URLField(
         max_length=500,
         blank=True,
-        validators=[HTTP_URL],
+        validators=[UpstreamUrl()],
         help_text="Outbound proxy for this connection's upstream requests; its egress identity.",
     )
     extras = models.JSONField(default=dict, blank=True, help_text="Per-connection settings.")

@@ -46,7 +46,16 @@ JSON_VALUES = st.recursive(
 DEEP = st.one_of(
     st.sampled_from([64, 65, 254, 255, 1024, 1025]), st.integers(min_value=1, max_value=1100)
 ).map(lambda n: "[" * n + "]" * n)
-FIELDS = ("model", "messages", "input", "stream", "tools", "max_tokens", "previous_response_id")
+FIELDS = (
+    *("model", "messages", "input", "stream", "tools", "max_tokens", "previous_response_id"),
+    *("response_format", "text", "stream_options", "tool_choice", "metadata", "n", "user"),
+    *("max_completion_tokens", "max_output_tokens", "system", "instructions"),
+)
+# An object whose ``type`` (or ``format.type``) is any JSON value: the shape of the members the
+# gateway reads a kind from (``response_format``, ``text``, ``tool_choice``, content parts).
+TYPED = st.fixed_dictionaries(
+    {"type": JSON_VALUES}, optional={"format": st.fixed_dictionaries({"type": JSON_VALUES})}
+)
 
 
 @st.composite
@@ -57,7 +66,7 @@ def payloads(draw: st.DrawFn, surface: Surface) -> bytes:
         if draw(st.booleans()):
             payload.pop(name, None)
         else:
-            payload[name] = draw(JSON_VALUES)
+            payload[name] = draw(st.one_of(JSON_VALUES, TYPED))
     for name, value in draw(st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=3)).items():
         payload.setdefault(name, value)
     body = json.dumps(payload).encode()  # not orjson: it refuses integers past 64 bits

@@ -46,10 +46,28 @@ def test_provider_crud(manage_client: APIClient) -> None:
     assert not Provider.objects.filter(slug="acme").exists()
 
 
-@pytest.mark.parametrize("url", ["ftp://a.io/v1", "ftps://a.io/v1", "file:///etc/passwd"])
-def test_an_upstream_url_must_be_http(manage_client: APIClient, url: str) -> None:
-    """URLField alone takes ftp://: every attempt would then fail in the gateway, counted
-    against the provider."""
+UNUSABLE_URLS = {
+    "ftp": "ftp://a.io/v1",
+    "ftps": "ftps://a.io/v1",
+    "file": "file:///etc/passwd",
+    "not an international name": "http://\u2167.test/v1",
+    "a control character": "http://a.test/v1/\x7f",
+    "port 0": "http://a.test:0/v1",
+    "port 99999": "http://a.test:99999/v1",
+}
+UNUSABLE_BASE_URLS = {
+    **UNUSABLE_URLS,
+    "a query": "https://a.test/v1?api-version=1",
+    "a fragment": "https://a.test/v1#chat",
+}
+
+
+@pytest.mark.parametrize("url", list(UNUSABLE_BASE_URLS.values()), ids=list(UNUSABLE_BASE_URLS))
+def test_an_upstream_url_must_be_one_the_gateway_can_use(
+    manage_client: APIClient, url: str
+) -> None:
+    """URLField alone takes each of these: every attempt would then fail in the gateway (a 500,
+    or a network error counted against the provider), or go to another path."""
     payload = {"slug": "acme", "name": "Acme", "category": "api_key", "base_url": url}
 
     response = manage_client.post("/api/providers/", payload, format="json")
@@ -59,10 +77,11 @@ def test_an_upstream_url_must_be_http(manage_client: APIClient, url: str) -> Non
 
 
 @pytest.mark.parametrize("field", ["base_url", "proxy_url"])
-def test_a_connection_url_must_be_http(
-    manage_client: APIClient, connection: ProviderConnection, field: str
+@pytest.mark.parametrize("url", list(UNUSABLE_URLS.values()), ids=list(UNUSABLE_URLS))
+def test_a_connection_url_must_be_one_the_gateway_can_use(
+    manage_client: APIClient, connection: ProviderConnection, field: str, url: str
 ) -> None:
-    url = "ftp://user:proxy-password-0001@proxy.test:21/v1"
+    url = url.replace("://", "://user:proxy-password-0001@", 1)
     created = manage_client.post("/api/connections/", _connection_payload(**{field: url}))
     patched = manage_client.patch(f"/api/connections/{connection.pk}/", {field: url}, format="json")
 

@@ -58,6 +58,8 @@ def test_tools_are_needed_when_declared_and_not_switched_off(
         ({"type": "json_object"}, True),
         ({"type": "text"}, False),
         (None, False),
+        ({"type": []}, False),  # a type that is no string is no format
+        ({"type": {"json_object": 1}}, False),
     ],
 )
 def test_chat_structured_output_is_a_json_response_format(
@@ -73,6 +75,8 @@ def test_chat_structured_output_is_a_json_response_format(
         ({"format": {"type": "text"}}, False),
         ({"verbosity": "low"}, False),
         ("json_schema", False),
+        ({"format": {"type": []}}, False),  # a type that is no string is no format
+        ({"format": {"type": {"json_schema": 1}}}, False),
     ],
 )
 def test_responses_structured_output_is_a_json_schema_text_format(

@@ -138,8 +138,10 @@ def _uses_tools(payload: Mapping[str, Any]) -> bool:
     return choice != "none" and not (isinstance(choice, Mapping) and choice.get("type") == "none")
 
 
-def _format_type(value: Any) -> Any:
-    return value.get("type") if isinstance(value, Mapping) else None
+def _format_type(value: Any) -> str | None:
+    """A format object's ``type`` when it is a string (a list or an object names no format)."""
+    kind = value.get("type") if isinstance(value, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _positive(value: Any) -> int | None:
