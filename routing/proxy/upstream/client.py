@@ -23,7 +23,6 @@ or a read timeout.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -59,7 +58,6 @@ RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remain
 USER_AGENT = "OmniRoute/0.1"
 UNSENDABLE_SECRET = "connection_secret_unsendable"
 
-logger = logging.getLogger(__name__)
 
 # Garbage is a failure: a 2xx the client could not use is a 502 the attempt loop fails over on.
 
