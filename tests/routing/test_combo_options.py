@@ -122,7 +122,22 @@ def test_the_handoff_threshold_inside_its_bounds() -> None:
             "handoffProviders: must be a list of provider slugs",
         ),
         ("auto", {"weights": {"speed": 1}}, "weights: unknown factors speed"),
-        ("auto", {"weights": {"quota": -1}}, "weights: weights must not be negative: quota"),
+        (
+            "auto",
+            {"weights": {"quota": -1}},
+            "weights: weights are numbers from 0 to 1,000,000: quota",
+        ),
+        (
+            "auto",
+            {"weights": {"quota": 1.7e308, "health": 1}},
+            "weights: weights are numbers from 0 to 1,000,000: quota",
+        ),
+        (
+            "auto",
+            {"weights": {"quota": 10**400}},
+            "weights: is out of range (at most 1e+18 either way)",
+        ),
+        ("fusion", {"minPanel": 10**400}, "minPanel: is out of range (at most 1e+18 either way)"),
         ("auto", {"weights": {"quota": "1"}}, "weights: must be a number"),
         (
             "auto",
@@ -261,3 +276,10 @@ def test_help_lists_the_strategy_s_keys_with_bounds_and_defaults() -> None:
         "reset-window"
     )
     assert [s.key for s in option_specs("priority")] == [s.key for s in OPTION_SPECS[COMMON]]
+
+
+def test_stored_weights_that_would_overflow_their_sum_are_read_as_the_default() -> None:
+    """Saved before weights were bounded: each finite, their sum not (every request a 500)."""
+    stored = {"weights": {"quota": 1.7e308, "health": 1.7e308}, "minPanel": 10**400}
+
+    assert options_read("auto", stored).weights == DEFAULT_OPTIONS.weights

@@ -63,6 +63,8 @@ AUTO_FACTORS = (
     "quality",
 )
 RESET_WINDOWS = ("session", "weekly", "monthly")
+MAX_NUMBER = 10**18  # past any option's bound; an integer past it is refused before any float
+MAX_WEIGHT = 1_000_000  # an auto weight (relative: the weights are summed and normalised)
 
 
 class OptionKind(StrEnum):
@@ -300,8 +302,13 @@ def _checked(option: OptionSpec, value: Any) -> Any:
 
 
 def _number(value: Any, *, integer: bool) -> int | float:
-    """A JSON number, an integral one as ``int``; ``integer``: only integral ones."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """A JSON number, an integral one as ``int``; ``integer``: only integral ones. One past
+    ``MAX_NUMBER`` (an integer of hundreds of digits, which no float holds) is out of range."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be an integer" if integer else "must be a number")
+    if isinstance(value, int) and abs(value) > MAX_NUMBER:
+        raise ValueError(f"is out of range (at most {MAX_NUMBER:.0e} either way)")
+    if not math.isfinite(value):
         raise ValueError("must be an integer" if integer else "must be a number")
     number: int | float = value
     if isinstance(number, float) and number.is_integer():
@@ -353,9 +360,9 @@ def _weights(value: Any) -> dict[str, int | float] | None:
     if unknown:
         raise ValueError(f"unknown factors {', '.join(unknown)} (known: {', '.join(AUTO_FACTORS)})")
     weights = {str(k): _number(v, integer=False) for k, v in value.items()}
-    negative = [k for k, v in weights.items() if v < 0]
-    if negative:
-        raise ValueError(f"weights must not be negative: {', '.join(negative)}")
+    wrong = [k for k, v in weights.items() if not 0 <= v <= MAX_WEIGHT]
+    if wrong:  # relative weights: their sum must stay a number
+        raise ValueError(f"weights are numbers from 0 to {MAX_WEIGHT:,}: {', '.join(wrong)}")
     return weights
 
 
