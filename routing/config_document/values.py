@@ -118,7 +118,11 @@ def moment(raw: Any) -> str | None:
     when = _parse_moment(raw)
     if when.tzinfo is None:
         raise ValueError("needs a time zone (for example 2027-01-31T00:00:00Z)")
-    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    try:
+        utc = when.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00:00-05:00 is past the last UTC day
+        raise ValueError("is out of range (years 1 to 9999 in UTC)") from None
+    return utc.isoformat().replace("+00:00", "Z")
 
 
 def _parse_moment(raw: Any) -> datetime:

@@ -37,6 +37,12 @@ def test_a_moment_is_written_in_utc() -> None:
         moment("2027-01-31T00:00:00")
 
 
+@pytest.mark.parametrize("raw", ["9999-12-31T23:00:00-05:00", "0001-01-01T00:00:00+05:00"])
+def test_a_moment_past_the_utc_calendar_is_out_of_range(raw: str) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        moment(raw)
+
+
 def test_connections_whose_names_read_alike_get_distinct_variables() -> None:
     stems = variables_assign([("a-b", "c"), ("a_b", "c"), ("acme", "primary")])
 

@@ -83,6 +83,25 @@ def test_a_time_without_offset_is_a_400(admin_client: Client, logged: None) -> N
     assert admin_client.get(URL, {"since": "2026-12-06T12:00:00"}).status_code == 400
 
 
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2024-02-30T00:00:00Z",  # no such day
+        "2024-01-01T25:00:00Z",  # no such hour
+        "9999-12-31T23:00:00-05:00",  # past the last UTC day
+        "0001-01-01T00:00:00+05:00",  # before the first
+    ],
+)
+@pytest.mark.parametrize("name", ["since", "until"])
+def test_an_impossible_time_is_a_400_naming_it(
+    admin_client: Client, logged: None, name: str, when: str
+) -> None:
+    response = admin_client.get(URL, {name: when})
+
+    assert response.status_code == 400
+    assert name in response.json()["error"]["fields"]
+
+
 def test_one_request_by_its_id_with_its_trail(admin_client: Client, logged: None) -> None:
     response = admin_client.get(f"{URL}req-3/")
 

@@ -5,7 +5,7 @@ project's default permission)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import QuerySet
 from django.utils.dateparse import parse_datetime
@@ -29,10 +29,15 @@ class RequestLogEntrySerializer(serializers.ModelSerializer[RequestLogEntry]):
 
 
 def _moment(name: str, raw: str) -> datetime:
-    value = parse_datetime(raw)
-    if value is None or value.tzinfo is None:
-        raise exceptions.ValidationError({name: ["An ISO 8601 time with its offset."]})
-    return value
+    """``raw`` as a time with its offset that the database can compare (in UTC, years 1 to
+    9999); else the 400 naming the parameter."""
+    try:
+        value = parse_datetime(raw)  # a well-formed but impossible date raises ValueError
+        if value is not None and value.tzinfo is not None:
+            return value.astimezone(UTC)  # OverflowError past the last UTC day
+    except (ValueError, OverflowError):
+        pass
+    raise exceptions.ValidationError({name: ["An ISO 8601 time with its offset, years 1 to 9999."]})
 
 
 TIME_PARAMETERS = [
