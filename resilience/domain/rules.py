@@ -31,6 +31,10 @@ UNIT_MS: Mapping[str, int] = {
     "minute": 60_000,
     "second": 1_000,
 }
+# A rule's cooldown, configured or counted down in an upstream's body ("resets in 99999999
+# days"), is at most 30 days, as any upstream hint: a lock past the calendar would break every
+# read of the connection's state.
+MAX_RULE_COOLDOWN_MS = 30 * UNIT_MS["day"]
 # A fixed pattern of ours (not an operator's): "reset in 2 hours", "resets in 1 day".
 _COUNTDOWN = re.compile(r"resets?\s+in\s+(\d+)\s*(day|hour|minute|second)s?\b")
 
@@ -201,6 +205,8 @@ def match_error_rule(
         )
         if rule.parse_reset_countdown and cooldown is None:
             continue
+        if cooldown is not None:
+            cooldown = min(cooldown, MAX_RULE_COOLDOWN_MS)
         return RuleMatch(rule.reason, rule.scope, cooldown, rule.rule_id, not rule.is_builtin)
     return None
 

@@ -20,6 +20,8 @@ from resilience.domain.rules import STATUS_MAX, STATUS_MIN, HeaderMatch, RuleRea
 OPERATOR_RULES_MAX = 50
 BUILTIN_EDITABLE_FIELDS = frozenset({"is_enabled"})
 STATUS_VALIDATORS = [MinValueValidator(STATUS_MIN), MaxValueValidator(STATUS_MAX)]
+RULE_COOLDOWN_MAX_MS = 7 * 86_400_000  # an operator's cooldown; a lock past the calendar breaks
+RETRY_AFTER_MAX_MS = 86_400_000  # reads of the connection's state (and fits every database)
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
@@ -98,7 +100,9 @@ class StatusRestatementRule(_Rule):
         default=list, blank=True, help_text="None of these substrings may be present."
     )
     default_retry_after_ms = models.PositiveIntegerField(
-        default=60_000, help_text="Told to the client when the upstream gave no retry-after."
+        default=60_000,
+        validators=[MaxValueValidator(RETRY_AFTER_MAX_MS)],
+        help_text="Told to the client when the upstream gave no retry-after. At most a day.",
     )
 
     class Meta:
@@ -143,7 +147,10 @@ class ProviderErrorRule(_Rule):
         max_length=32, choices=_choices(RuleReason), default=RuleReason.QUOTA_EXHAUSTED.value
     )
     cooldown_ms = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Empty: the default."
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(RULE_COOLDOWN_MAX_MS)],
+        help_text="Empty: the default. At most 7 days.",
     )
     parse_reset_countdown = models.BooleanField(
         default=False,

@@ -165,3 +165,25 @@ def test_pages_are_stable_and_bounded(manage_client: APIClient) -> None:
 def test_rules_need_an_operator(plain_client: APIClient, api_client: APIClient) -> None:
     assert plain_client.get(ERRORS).status_code == 403
     assert api_client.post(ERRORS, AN_ERROR_RULE, format="json").status_code in (401, 403)
+
+
+@pytest.mark.parametrize(
+    ("url", "payload", "field"),
+    [
+        (ERRORS, {**AN_ERROR_RULE, "cooldown_ms": 7 * 86_400_000 + 1}, "cooldown_ms"),
+        (ERRORS, {**AN_ERROR_RULE, "cooldown_ms": 2**62}, "cooldown_ms"),
+        (
+            RESTATEMENTS,
+            {**A_RESTATEMENT, "default_retry_after_ms": 2**62},
+            "default_retry_after_ms",
+        ),
+    ],
+)
+def test_a_cooldown_past_its_bound_is_refused_on_the_field(
+    manage_client: APIClient, url: str, payload: dict[str, Any], field: str
+) -> None:
+    """Stored, 2**62 ms made a lock past year 9999: the connections list and every state
+    write then failed."""
+    error = _error(manage_client.post(url, payload, format="json"), 400)
+
+    assert field in error["fields"]

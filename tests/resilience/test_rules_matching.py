@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from resilience.domain.rules import (
+    MAX_RULE_COOLDOWN_MS,
     ErrorRule,
     HeaderMatch,
     Restated,
@@ -214,3 +215,21 @@ def test_honors_rule_scope_and_operator_opt_in() -> None:
         True,
         True,
     ]
+
+
+@pytest.mark.parametrize(
+    ("rule", "body"),
+    [
+        (ErrorRule(provider="acme", rule_id="long", status=429, cooldown_ms=2**62), "quota"),
+        (
+            ErrorRule(provider="acme", rule_id="count", status=429, parse_reset_countdown=True),
+            "quota reached, resets in 99999999999 days",
+        ),
+    ],
+    ids=["configured (stored before it was bounded)", "counted down in the body"],
+)
+def test_a_rule_s_cooldown_is_at_most_thirty_days(rule: ErrorRule, body: str) -> None:
+    """A lock past the calendar would make every read of the connection's state fail."""
+    found = match_error_rule([rule], status=429, headers={}, body=body)
+
+    assert found is not None and found.cooldown_ms == MAX_RULE_COOLDOWN_MS == 30 * DAY
