@@ -78,12 +78,19 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         error["message"] = "Invalid input: " + ", ".join(sorted(detail))
         error["fields"] = detail
     else:
-        error["message"] = str(detail.get("detail") if isinstance(detail, dict) else detail)
+        error["message"] = _text(detail.get("detail") if isinstance(detail, dict) else detail)
     coded = next(_spec_coded(detail), None)
     if coded is not None:
         error["message"], error["code"] = str(coded), coded.code
     response.data = {"error": error}
     return response
+
+
+def _text(detail: Any) -> str:
+    """An error's message: a list of messages (a filter's) joined, never its repr."""
+    if isinstance(detail, list):
+        return " ".join(str(item) for item in detail)
+    return str(detail)
 
 
 def _spec_coded(detail: Any) -> Iterator[ErrorDetail]:

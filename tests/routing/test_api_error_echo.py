@@ -49,3 +49,12 @@ def test_bounded_keeps_codes_and_cuts_strings_keys_and_lists() -> None:
     assert bounded({str(n): n for n in range(MAX_ECHO_ITEMS * 3)}).keys() == {
         str(n) for n in range(MAX_ECHO_ITEMS)
     }
+
+
+@pytest.mark.parametrize("path", ["/api/connections/", "/api/feature-flags/"])
+def test_a_list_of_messages_is_written_as_text(manage_client: APIClient, path: str) -> None:
+    """A filter refuses with a list of messages: the answer says them, not a Python repr."""
+    answer = manage_client.get(path, {"search": "a\x00"})
+
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == "Null characters are not allowed."
