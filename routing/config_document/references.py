@@ -45,16 +45,19 @@ def holds_secret(field: str, value: str | None) -> bool:
 
 
 def variables_assign(connections: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """A distinct variable stem per connection, in the order given: two connections whose
-    names read the same once upper-cased (``a-b`` and ``a_b``) get ``_2``, ``_3``..."""
+    """A variable stem per connection, in the order given, such that no two connections share
+    a variable: two whose names read the same once upper-cased (``a-b`` and ``a_b``) get
+    ``_2``, ``_3``..., and so does one whose stem is another's with a suffix (``x refresh``
+    beside ``x``, whose refresh token is ``..._X_REFRESH``)."""
     taken: set[str] = set()
     stems: dict[tuple[str, str], str] = {}
     for provider, name in connections:
         stem, count = secret_variable(provider, name), 1
-        while (stem if count == 1 else f"{stem}_{count}") in taken:
+        chosen = stem
+        while any(chosen + suffix in taken for suffix in SECRET_FIELDS.values()):
             count += 1
-        chosen = stem if count == 1 else f"{stem}_{count}"
-        taken.add(chosen)
+            chosen = f"{stem}_{count}"
+        taken.update(chosen + suffix for suffix in SECRET_FIELDS.values())
         stems[(provider, name)] = chosen
     return stems
 

@@ -11,7 +11,11 @@ from routing.config_document import schema as s
 from routing.config_document.errors import ConfigError
 from routing.config_document.located import dump_yaml, load_yaml
 from routing.config_document.plan import plan_build
-from routing.config_document.references import references_write, variables_assign
+from routing.config_document.references import (
+    SECRET_FIELDS,
+    references_write,
+    variables_assign,
+)
 from routing.config_document.values import moment, price
 
 
@@ -51,6 +55,19 @@ def test_connections_whose_names_read_alike_get_distinct_variables() -> None:
         ("a_b", "c"): "OMNIROUTE_PROVIDER_SECRET_A_B__C_2",
         ("acme", "primary"): "OMNIROUTE_PROVIDER_SECRET_ACME__PRIMARY",
     }
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["x", "x refresh"], ["x refresh", "x"], ["y", "y-proxy-url"], ["y-proxy-url", "y"]],
+)
+def test_no_two_connections_share_a_variable_with_its_suffix(names: list[str]) -> None:
+    """``x``'s refresh token and ``x refresh``'s key once had one variable: imported again,
+    one connection's secret became the other's."""
+    stems = variables_assign([("acme", name) for name in names])
+
+    variables = [stem + suffix for stem in stems.values() for suffix in SECRET_FIELDS.values()]
+    assert len(variables) == len(set(variables))
 
 
 def test_an_export_writes_references_for_every_secret() -> None:
