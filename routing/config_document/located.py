@@ -38,6 +38,8 @@ def _load_yaml(text: str) -> tuple[Any, Lines]:
         raise ConfigError([Problem("", f"not valid YAML: {error.problem}", line)]) from error
     except yaml.YAMLError as error:
         raise ConfigError([Problem("", f"not valid YAML: {error}")]) from error
+    except ValueError as error:  # a scalar PyYAML cannot build: 2024-02-30, 5 000 digits
+        raise ConfigError([Problem("", f"not valid YAML: {error}")]) from None
     finally:
         loader.dispose()
     if nesting_exceeds(data, DEFAULT_MAX_JSON_DEPTH):

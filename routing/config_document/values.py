@@ -18,10 +18,20 @@ Normalize = Callable[[Any], Any]
 
 
 def text(raw: Any) -> str:
-    """A string."""
+    """A string the database can store: no NUL, no lone surrogate (which no encoding writes)."""
     if not isinstance(raw, str):
         raise ValueError("must be a string")
+    if "\x00" in raw or not _encodable(raw):
+        raise ValueError("must be text without a NUL or a lone surrogate")
     return raw
+
+
+def _encodable(raw: str) -> bool:
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def required_text(raw: Any) -> str:

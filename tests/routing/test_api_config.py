@@ -150,3 +150,19 @@ def test_put_refuses_a_document_nested_too_deep(
     assert response.status_code == 400
     assert response["content-type"].startswith("application/json")
     assert "error" in response.json()
+
+
+@pytest.mark.parametrize("name", ["a\\ud800b", "a\\u0000b"], ids=["a lone surrogate", "a NUL"])
+@pytest.mark.parametrize("dry_run", ["1", "0"])
+def test_put_refuses_text_the_database_cannot_store(
+    manage_client: APIClient, name: str, dry_run: str
+) -> None:
+    """Either once reached the database write: a 500 (UnicodeEncodeError, or PostgreSQL's NUL)."""
+    body = '{"feature_flags": [{"name": "' + name + '", "enabled": true}]}'
+
+    response = manage_client.put(
+        f"/api/config?dry_run={dry_run}", body, content_type="application/json"
+    )
+
+    assert response.status_code == 400, response.content
+    assert "feature_flags[0].name" in response.json()["error"]["fields"]

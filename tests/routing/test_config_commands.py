@@ -261,3 +261,49 @@ def test_a_reference_resolves_only_a_provider_secret_variable_that_is_set(
 
     assert f"{path}:{line_of(text, reference)}: connections[1].secret: " in str(raised.value)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["version: 1\nwhen: 2024-02-30\n", "version: 1\nbig: " + "9" * 5_000 + "\n"],
+    ids=["no such day", "an integer of 5 000 digits"],
+)
+def test_a_scalar_yaml_cannot_build_is_a_command_error(tmp_path: Path, text: str) -> None:
+    with pytest.raises(CommandError, match="not valid YAML"):
+        import_file(written(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"\xff\xfe version: 1", "not UTF-8 text"), (None, "Is a directory")],
+)
+def test_an_unreadable_file_is_a_command_error(
+    tmp_path: Path, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / "gateway.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+
+    with pytest.raises(CommandError) as raised:
+        import_file(path)
+
+    assert str(raised.value) == f"{path}: {message}"
+
+
+def test_a_path_with_a_nul_is_a_command_error() -> None:
+    with pytest.raises(CommandError):
+        call_command("importconfig", "gate\x00way.yaml")
+    with pytest.raises(CommandError):
+        call_command("exportconfig", "--output", "gate\x00way.yaml", stdout=StringIO())
+
+
+@pytest.mark.parametrize("where", ["is a directory", "no/such/directory/gateway.yaml"])
+def test_an_export_to_where_it_cannot_be_written_is_a_command_error(
+    tmp_path: Path, where: str
+) -> None:
+    target = tmp_path if where == "is a directory" else tmp_path / where
+
+    with pytest.raises(CommandError, match=str(target)):
+        call_command("exportconfig", "--output", str(target), stdout=StringIO())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from routing.config_document.texts import export_yaml
 
@@ -23,6 +23,12 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         text = export_yaml()
         if options["output"]:
-            Path(options["output"]).write_text(text, encoding="utf-8")
+            target = options["output"]
+            try:
+                Path(target).write_text(text, encoding="utf-8")
+            except OSError as error:
+                raise CommandError(f"{target}: {error.strerror}") from error
+            except ValueError as error:  # a NUL in the path
+                raise CommandError(f"{target!r}: {error}") from None
         else:
             self.stdout.write(text, ending="")

@@ -38,6 +38,10 @@ class Command(BaseCommand):
             text = Path(source).read_text(encoding="utf-8")
         except OSError as error:
             raise CommandError(f"{source}: {error.strerror}") from error
+        except UnicodeDecodeError:
+            raise CommandError(f"{source}: not UTF-8 text") from None
+        except ValueError as error:  # a NUL in the path
+            raise CommandError(f"{source!r}: {error}") from None
         try:
             document, lines = document_from_yaml(text)
             plan = config_import(
