@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Any
 
@@ -49,6 +50,17 @@ class UpstreamUrl(URLValidator):
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, UpstreamUrl) and self.base == other.base and super().__eq__(other)
+
+
+def _json_storable(value: Any) -> bool:
+    """Whether parsed JSON ``value`` holds no NaN or infinity (a 1e400 in a request body)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_json_storable(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_json_storable(item) for item in value)
+    return True
 
 
 def _choices(enum: type[StrEnum]) -> list[tuple[str, str]]:
@@ -162,6 +174,8 @@ class ProviderConnection(models.Model):
         problems = check_overrides(self.rate_limit_overrides)
         if problems:
             raise ValidationError({"rate_limit_overrides": problems})
+        if not _json_storable(self.extras):  # the database's JSON check would refuse it
+            raise ValidationError({"extras": "Holds a number JSON cannot store (NaN or infinity)."})
 
     def set_secret(self, plaintext: str) -> None:
         """Store ``plaintext`` encrypted; an empty string clears it."""

@@ -259,3 +259,17 @@ def test_a_proxy_password_is_never_returned_and_survives_a_round_trip(
     assert shown == "http://alice:••••@proxy.example:8080"
     connection.refresh_from_db()
     assert connection.proxy_url == proxy
+
+
+@pytest.mark.parametrize("extras", ['{"a": 1e400}', '{"a": [1, {"b": -1e400}]}'])
+def test_extras_that_json_cannot_store_are_refused_on_the_field(
+    manage_client: APIClient, connection: ProviderConnection, extras: str
+) -> None:
+    """1e400 parses as infinity, which the database's JSON check refused with a 500."""
+    body = '{"extras": ' + extras + "}"
+    patched = manage_client.patch(
+        f"/api/connections/{connection.pk}/", body, content_type="application/json"
+    )
+
+    assert "extras" in error_fields(patched)
+    assert ProviderConnection.objects.get(pk=connection.pk).extras == {}
