@@ -1,7 +1,7 @@
 """The dashboard's WebSocket: staff only; pushes a snapshot at once, after every event or
 traffic report (coalesced) and every ``REFRESH_SECONDS``, and relays every process's events as
-they come. An event a request caused links to that request's page in the request log when the
-log is on (docs/operating.md, "Request log")."""
+they come; what the browser sends is ignored. An event a request caused links to that
+request's page in the request log when the log is on (docs/operating.md, "Request log")."""
 
 from __future__ import annotations
 
@@ -48,6 +48,10 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):  # channels ships no types:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.refresher
             await self.channel_layer.group_discard(GROUP, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        """The dashboard only sends: whatever a browser sends (text, binary, JSON or not) is
+        ignored, never decoded."""
 
     async def refresh_forever(self) -> None:
         while True:

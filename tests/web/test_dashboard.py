@@ -162,6 +162,33 @@ async def test_a_socket_to_an_unknown_path_is_closed_not_a_500(
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "frame",
+    [{"text_data": "hello"}, {"bytes_data": b"\x00\xff"}, {"text_data": "[" * 100_000}],
+    ids=["not JSON", "binary", "deep"],
+)
+async def test_what_the_browser_sends_is_ignored(
+    fresh_process_store: MemoryStore, frame: dict[str, Any]
+) -> None:
+    """Once, any frame it could not decode ended the socket with a traceback."""
+    cookie = await database_sync_to_async(_session_cookie)(staff=True)
+    communicator, connected = await _connect(ORIGIN, cookie)
+    assert connected
+    await _next(communicator, "snapshot")
+
+    await communicator.send_to(**frame)
+    await breaker_record_failure(
+        store=fresh_process_store,
+        name="acme",
+        policy=BreakerPolicy(failure_threshold=1),
+        kind=FailureKind.TRANSIENT,
+    )
+
+    assert (await _next(communicator, "event"))["subject"] == "acme"  # still open and serving
+    await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_staff_get_a_snapshot_then_an_event_and_the_state_it_left(
     fresh_process_store: MemoryStore,
 ) -> None:
