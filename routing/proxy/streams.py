@@ -5,7 +5,8 @@ deltas and heartbeats are held back, so a stream that never says anything fails 
 silent upstream (the attempt's time-to-first-token limit bounds this phase). After commit
 (:meth:`UpstreamStream.relay`) events go to the client as they come, with these rules:
 
-* a malformed event (data that is not a JSON object) is dropped and logged; the stream goes on;
+* a malformed event (data that is not a JSON object, or a field of a type its observer cannot
+  read) is dropped and logged; the stream goes on;
 * a body that ends after the answer finished but without its end marker (``data: [DONE]``,
   ``message_stop``) ends the client's stream at once with the gateway's own; one that stays open
   after the finish and the usage block (or ``FINISH_GRACE_SECONDS`` after the finish) is ended
@@ -213,7 +214,10 @@ class UpstreamStream:
             raise
 
     def _observe(self, event: SseEvent) -> Observed | None:
-        kind, payload = self.state.observe(event)
+        try:
+            kind, payload = self.state.observe(event)
+        except Exception:  # a field of a type the observer did not foresee: malformed too
+            kind, payload = Kind.MALFORMED, None
         if kind is Kind.MALFORMED:
             logger.warning("%s: dropped a malformed stream event: %.200r", self._label, event.raw)
             return None

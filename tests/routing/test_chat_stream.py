@@ -207,3 +207,14 @@ def test_a_null_usage_is_left_as_it_is() -> None:
 
 def _finish_choice() -> dict[str, Any]:
     return {"index": 0, "delta": {}, "finish_reason": "stop"}
+
+
+@pytest.mark.parametrize("index", [[0], {"i": 0}, "0"])
+def test_a_choice_index_that_is_no_integer_is_not_followed(index: Any) -> None:
+    """A list once reached a set (unhashable): the request was a 500, or its stream hung."""
+    stream = ChatStream()
+    payload = {**ENVELOPE, "choices": [{"index": index, "delta": {"content": "a"}}]}
+
+    stream.observe(SseEvent(b"", orjson.dumps(payload)))
+
+    assert not stream.continuable and list(stream.text) == []

@@ -237,3 +237,19 @@ def test_a_responses_stream_counts_its_tokens_from_the_completed_response() -> N
     stream.observe(response_event("response.completed", 2, response={"id": "r", "usage": usage}))
 
     assert (stream.tokens_in, stream.tokens_out) == (8, 5)
+
+
+@pytest.mark.parametrize("kind", [5, ["response.output_text.delta"], {"a": 1}])
+def test_a_responses_event_whose_type_is_no_string_is_malformed(kind: Any) -> None:
+    event = SseEvent(b"", orjson.dumps({"type": kind, "delta": "x"}))
+
+    assert ResponsesStream().observe(event) == (Kind.MALFORMED, None)
+
+
+def test_a_sequence_number_past_what_the_error_event_can_follow_is_not_kept() -> None:
+    stream = ResponsesStream()
+    stream.observe(response_event("response.output_text.delta", 7, delta="a"))
+    stream.observe(response_event("response.output_text.delta", 2**64 - 1, delta="b"))
+
+    error = orjson.loads(stream.error_event("cut", "stream_interrupted").split(b"data: ")[1])
+    assert error["sequence_number"] == 8

@@ -16,6 +16,8 @@ from channels.db import database_sync_to_async
 import routing.proxy.streams as routing_streams
 from resilience.services import resilience_settings_update
 from resilience.services.lockouts import lockout_record
+from routing.domain.streams.chat import ChatStream
+from routing.domain.streams.sse import SseEvent
 from routing.models import Combo, Provider, ProviderConnection
 from routing.services import combo_save
 from tests.routing.harness import (
@@ -124,6 +126,31 @@ async def test_a_malformed_event_is_dropped_and_the_text_arrives_whole(
 
     assert text_of(reply) == "".join(TEXT)
     assert b'{"choices": [' not in reply.body
+
+
+@pytest.mark.parametrize("at", [1, 3], ids=["before the first token", "after commit"])
+async def test_an_event_its_observer_cannot_read_is_dropped_like_a_malformed_one(
+    gateway: Gateway, primary: int, monkeypatch: pytest.MonkeyPatch, at: int
+) -> None:
+    """Once, a field of a type the observer did not foresee raised out of the relay: a 500
+    before the first token; after it, a stream left open and recorded as a success."""
+    observe = ChatStream.observe
+
+    def unforeseen(self: ChatStream, event: SseEvent) -> Any:
+        if event.data and b"unforeseen" in event.data:
+            raise TypeError("unhashable type: 'list'")
+        return observe(self, event)
+
+    monkeypatch.setattr(ChatStream, "observe", unforeseen)
+    chunks = answer_chunks()
+    chunks.insert(at, chunk({"content": "unforeseen"}))
+    gateway.fake.behaviours[PRIMARY] = streaming(chunks)
+
+    reply = await ask(gateway)
+
+    assert reply.status == 200
+    assert text_of(reply) == "".join(TEXT)
+    assert events_of(reply)[-1] == b"data: [DONE]\n\n"
 
 
 async def test_a_body_ending_without_done_finishes_with_usage_and_a_done(

@@ -105,6 +105,9 @@ class ChatStream:
             if not isinstance(choice, dict):
                 continue
             index = choice.get("index", 0)
+            if type(index) is not int:  # relayed as it came, but not followed: never stitched
+                self.continuable = False
+                continue
             if index != 0:
                 self.continuable = False
             if choice.get("finish_reason"):

@@ -21,6 +21,7 @@ from routing.domain.streams.sse import SseEvent
 from routing.domain.streams.state import Kind, SentText, json_object
 
 TEXT_DELTA = "response.output_text.delta"
+MAX_SEQUENCE = 2**63 - 1  # the gateway's own error event numbers one past the last it kept
 _FINISHED = frozenset({"response.completed", "response.incomplete"})
 _ERRORS = frozenset({"error", "response.failed"})
 
@@ -50,8 +51,10 @@ class ResponsesStream:
         if payload is None:
             return Kind.MALFORMED, None
         kind = payload.get("type") or event.name or ""
+        if type(kind) is not str:  # a type that is no string names no event
+            return Kind.MALFORMED, None
         sequence = payload.get("sequence_number")
-        if type(sequence) is int:
+        if type(sequence) is int and 0 <= sequence < MAX_SEQUENCE:  # the next one must fit
             self.sequence = sequence
         if kind.endswith(".delta"):
             delta = payload.get("delta")
