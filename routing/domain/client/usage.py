@@ -14,9 +14,14 @@ Tokens = tuple[int | None, int | None]
 NO_TOKENS: Tokens = (None, None)
 
 
+# The most tokens one count may say: the request log's columns hold no more on PostgreSQL,
+# and no answer comes near it. A larger number is no count (an upstream's garbage).
+MAX_TOKENS = 2**31 - 1
+
+
 def count(value: object, before: int | None = None) -> int | None:
     """A token count as a usage block gives it (``before`` when it is not a count)."""
-    return value if type(value) is int and value >= 0 else before
+    return value if type(value) is int and 0 <= value <= MAX_TOKENS else before
 
 
 def usage_tokens(usage: Any) -> Tokens:
@@ -40,4 +45,4 @@ def added(first: Tokens, second: Tokens) -> Tokens:
 
 
 def _sum(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else a + b
+    return b if a is None else a if b is None else min(a + b, MAX_TOKENS)
