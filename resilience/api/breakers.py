@@ -17,6 +17,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from omniroute.core.fields import JsonBooleanField
 from omniroute.core.listing import ConfigListMixin
 from resilience.api.health import health_cache_drop
 from resilience.domain.breaker.machine import Breaker
@@ -49,7 +50,7 @@ class BreakerResetSerializer(serializers.Serializer[Any]):
     """Which breakers to reset: ``names``, or ``all``."""
 
     names = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False)
-    all = serializers.BooleanField(required=False, default=False)
+    all = JsonBooleanField(required=False, default=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if bool(attrs.get("names")) == attrs["all"]:

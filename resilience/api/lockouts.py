@@ -21,6 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from omniroute.core.fields import JsonBooleanField
 from omniroute.core.listing import MAX_PAGE_SIZE, page_of
 from omniroute.core.parsers import BoundedJSONParser
 from resilience.services.lockout_operations import (
@@ -91,7 +92,7 @@ class ModelCooldownsApi(APIView):
     parser_classes = [BoundedJSONParser]
 
     class DeleteInputSerializer(serializers.Serializer[Any]):
-        all = serializers.BooleanField(required=False, default=False)
+        all = JsonBooleanField(required=False, default=False)
         provider = serializers.CharField(required=False, allow_blank=True)
         model = serializers.CharField(required=False, allow_blank=True)
         connectionId = serializers.IntegerField(required=False, allow_null=True)

@@ -3,6 +3,8 @@ by name or all at once through the admin's service."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from asgiref.sync import async_to_sync
 from rest_framework.test import APIClient
@@ -93,6 +95,28 @@ def test_reset_refuses_an_unknown_name_or_no_choice(
     assert unknown.status_code == 400 and "nope" in unknown.content.decode()
     assert neither.status_code == 400
     assert _live(process_store) == {"openai": "open"}
+
+
+@pytest.mark.parametrize("lenient", ["yes", "on", 1, "1", "True"])
+def test_reset_all_takes_only_a_json_boolean(
+    manage_client: APIClient, fail_provider: FailProvider, process_store: StateStore, lenient: Any
+) -> None:
+    fail_provider("openai")
+
+    response = manage_client.post(f"{URL}reset/", {"all": lenient}, format="json")
+
+    assert response.status_code == 400 and "all" in response.json()["error"]["fields"]
+    assert _live(process_store) == {"openai": "open"}
+
+
+def test_reset_all_from_a_form_body_takes_the_word_true(
+    manage_client: APIClient, fail_provider: FailProvider, process_store: StateStore
+) -> None:
+    fail_provider("openai")
+
+    response = manage_client.post(f"{URL}reset/", {"all": "true"})
+
+    assert response.json() == {"ok": True, "resetCount": 1}
 
 
 def test_delete_forgets_one_breaker_record_and_row(

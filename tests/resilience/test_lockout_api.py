@@ -287,6 +287,9 @@ def test_delete_needs_provider_and_model(
     [
         ({"provider": "openai", "model": "m", "connectionId": "abc"}, "connectionId"),
         ({"all": "sometimes"}, "all"),
+        ({"all": "yes"}, "all"),  # DRF's lenient booleans: not a JSON boolean, not "all"
+        ({"all": 1}, "all"),
+        ({"all": "on"}, "all"),
         ([1, 2], "non_field_errors"),
     ],
 )
