@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
+from django.core.exceptions import ValidationError
 from django.db.models import Prefetch, Q, QuerySet
 from django.utils import timezone
 
@@ -42,6 +43,7 @@ from routing.domain.config.snapshot import (
     ConnectionInfo,
     KeyInfo,
     ProviderInfo,
+    Unsendable,
     managed_connection_set,
 )
 from routing.domain.plan.fallback import parse_emergency_fallback
@@ -64,6 +66,7 @@ from routing.models import (
     Provider,
     ProviderConnection,
 )
+from routing.models.providers import UpstreamUrl
 
 logger = logging.getLogger(__name__)
 
@@ -83,15 +86,41 @@ def _provider_info(provider: Provider) -> ProviderInfo:
     )
 
 
+def _unsendable(connection: ProviderConnection, secret: str | None) -> Unsendable:
+    """What of the row the upstream client cannot send: the checks its fields make on save,
+    for a row stored before they did."""
+    if secret and not is_header_value(secret):
+        return Unsendable.SECRET
+    addresses = [(Unsendable.BASE_URL, UpstreamUrl(base=True), connection.effective_base_url)]
+    if connection.proxy_url:
+        addresses.append((Unsendable.PROXY_URL, UpstreamUrl(), connection.proxy_url))
+    for part, check, url in addresses:
+        try:
+            check(url)
+        except ValidationError:
+            return part
+    return Unsendable.NOTHING
+
+
 def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
     secret = connection.get_secret()
-    sendable = not secret or is_header_value(secret)
-    if not sendable:  # told at every snapshot, never per request, and never the secret itself
+    unsendable = _unsendable(connection, secret)
+    # told at every snapshot, never per request, and never the secret or the URL itself
+    if unsendable is Unsendable.SECRET:
         logger.warning(
             "connection %s (%s/%s): its secret cannot be sent in a header; enter it again",
             connection.pk,
             connection.provider_id,
             clip(connection.name),
+        )
+    elif unsendable is not Unsendable.NOTHING:
+        logger.warning(
+            "connection %s (%s/%s): its %s cannot be used by the gateway's HTTP client; "
+            "enter it again",
+            connection.pk,
+            connection.provider_id,
+            clip(connection.name),
+            unsendable.value,
         )
     return ConnectionInfo(
         id=connection.pk,
@@ -101,7 +130,7 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
         base_url=connection.effective_base_url,
         auth_type=connection.auth_type,
         secret=secret,
-        secret_sendable=sendable,
+        unsendable=unsendable,
         served_models=tuple(str(m) for m in connection.served_models or ()),
         max_concurrent=connection.max_concurrent,
         rate_limit_protection=connection.rate_limit_protection,

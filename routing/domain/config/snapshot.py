@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
+from enum import StrEnum
 from urllib.parse import urlsplit
 
 from resilience.domain.attempts.cooldown_wait import ComboCooldownWaitSettings
@@ -49,6 +50,16 @@ class ProviderInfo:
 DIRECT_EGRESS = "direct"
 
 
+class Unsendable(StrEnum):
+    """What of a connection's stored row the upstream client cannot send: one stored before it
+    was checked when saved. Its attempts end in the gateway (docs/operating.md)."""
+
+    NOTHING = ""
+    SECRET = "secret"
+    BASE_URL = "base URL"
+    PROXY_URL = "outbound proxy URL"
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """What routing needs of a connection, with its secret decrypted."""
@@ -60,9 +71,7 @@ class ConnectionInfo:
     base_url: str
     auth_type: str
     secret: str | None = field(default=None, repr=False)
-    # False for a secret that cannot be a header (one stored before secrets were checked when
-    # saved): its attempts end in the gateway (docs/operating.md)
-    secret_sendable: bool = True
+    unsendable: Unsendable = Unsendable.NOTHING
     served_models: tuple[str, ...] = ()
     max_concurrent: int | None = None
     rate_limit_protection: bool = False

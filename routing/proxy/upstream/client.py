@@ -38,6 +38,7 @@ from resilience.domain.attempts.stream_recovery import WatchdogSettings
 from routing.domain.attempts.admission import EXECUTION_TIMEOUT, local_error_body
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.client.endpoints import CHAT_COMPLETIONS, Endpoint
+from routing.domain.config.snapshot import Unsendable
 from routing.domain.config.vocabulary import WireFormat
 from routing.domain.plan.planning import Target
 from routing.domain.streams.state import StreamState
@@ -57,6 +58,7 @@ from routing.proxy.upstream.errors import classify_transport_error, describe_tra
 RELAYED_ERROR_HEADERS = ("retry-after", "x-ratelimit-reset", "x-ratelimit-remaining-requests")
 USER_AGENT = "OmniRoute/0.1"
 UNSENDABLE_SECRET = "connection_secret_unsendable"
+UNUSABLE_URL = "connection_url_unusable"
 
 
 # Garbage is a failure: a 2xx the client could not use is a 502 the attempt loop fails over on.
@@ -255,8 +257,8 @@ class Upstream:
         the caller must close it. ``hide_usage``: the client did not ask for the usage block
         the payload asks for (``ClientRequest.hides_usage``); its stream goes without it."""
         started = time.monotonic()
-        if not target.connection.secret_sendable:  # stored before secrets were checked
-            return _unsendable_secret(started), None
+        if target.connection.unsendable:  # stored before it was checked when saved
+            return _unsendable(target.connection.unsendable, started), None
         url, host = self.url(target.connection.base_url, endpoint.upstream_path)
         headers = _upstream_headers(target, stream, forwarded)
         request = upstream_request(url, host, headers, payload, self._timeout(limits.idle_seconds))
@@ -390,15 +392,19 @@ def _execution_timeout(seconds: float, started: float) -> Outcome:
     return Outcome(OutcomeKind.LOCAL, 504, headers, body, EXECUTION_TIMEOUT, _elapsed_ms(started))
 
 
-def _unsendable_secret(started: float) -> Outcome:
-    """The connection's secret cannot go in an HTTP header (one stored before secrets were
-    checked when saved): a local 503 the loop fails over on, never the upstream's failure."""
-    message = (
-        "The connection's secret cannot be sent in an HTTP header; an operator must enter it again."
-    )
-    body = local_error_body(message, UNSENDABLE_SECRET, "server_error")
+def _unsendable(part: Unsendable, started: float) -> Outcome:
+    """A part of the connection the client cannot send (its secret in a header, its base or
+    proxy URL), stored before it was checked when saved: a local 503 the loop fails over on,
+    never the upstream's failure."""
+    if part is Unsendable.SECRET:
+        message = "The connection's secret cannot be sent in an HTTP header"
+        code = UNSENDABLE_SECRET
+    else:
+        message = f"The connection's {part.value} cannot be used by the gateway's HTTP client"
+        code = UNUSABLE_URL
+    body = local_error_body(f"{message}; an operator must enter it again.", code, "server_error")
     headers = {"content-type": "application/json"}
-    return Outcome(OutcomeKind.LOCAL, 503, headers, body, UNSENDABLE_SECRET, _elapsed_ms(started))
+    return Outcome(OutcomeKind.LOCAL, 503, headers, body, code, _elapsed_ms(started))
 
 
 def _garbage(garbage: _Garbage, started: float) -> Outcome:
