@@ -109,6 +109,33 @@ async def test_with_one_target_the_client_gets_a_502_malformed(
     assert b"<html>" not in reply.body
 
 
+@pytest.mark.parametrize("status", [204, 205])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_status_that_carries_no_content_is_no_answer_even_with_a_body(
+    gateway: Gateway, primary: int, backup: int, status: int, stream: bool
+) -> None:
+    # Relayed, a 204 holding a completion broke the client's connection (HTTP allows it none).
+    ok = sse_answer(EVENTS) if stream else OK
+    gateway.fake.behaviours.update({PRIMARY: answer(status, orjson.dumps(COMPLETION)), BACKUP: ok})
+
+    reply = await (stream_call(gateway) if stream else gateway.call())
+
+    assert reply.status == 200 and reply.connection == backup
+    assert gateway.fake.calls == [PRIMARY, PRIMARY, BACKUP]  # retried once, like a 5xx
+
+
+@pytest.mark.parametrize("status", [204, 205])
+async def test_alone_a_status_that_carries_no_content_is_a_502_malformed(
+    gateway: Gateway, primary: int, status: int
+) -> None:
+    gateway.fake.behaviours[PRIMARY] = answer(status, orjson.dumps(COMPLETION))
+
+    reply = await gateway.call()
+
+    assert_failed_with(reply, MALFORMED)
+    assert "carries no content" in reply.json()["error"]["message"]
+
+
 async def test_the_malformed_502_is_not_request_scoped() -> None:
     upstream = Upstream(httpx.MockTransport(lambda request: httpx.Response(200, content=HTML)))
     outcome, reply = await upstream.send(_target(), b"{}", stream=False)

@@ -83,6 +83,13 @@ MALFORMED_STREAM = _Garbage(
     "The upstream answered 200 with a stream that is not server-sent events.",
     "malformed",
 )
+NO_CONTENT = _Garbage(
+    "upstream_malformed_response",
+    "The upstream answered with a status that carries no content (204 or 205).",
+    "malformed",
+)
+# Statuses that may carry no body: relayed, one holding a body breaks the client's connection.
+NO_CONTENT_STATUSES = frozenset({204, 205})
 TOO_LARGE = _Garbage(
     "upstream_response_too_large",
     "The upstream answer exceeds the gateway's limit on upstream bodies.",
@@ -320,6 +327,9 @@ async def _read(
             _elapsed_ms(started),
         )
         return outcome, None
+    if response.status_code in NO_CONTENT_STATUSES:  # no answer, whatever it holds
+        await response.aclose()
+        return _garbage(NO_CONTENT, started), None
     if not stream:
         whole = await read_capped(response)
         await response.aclose()
