@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import DatabaseError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.test.utils import CaptureQueriesContext
 
 from omniroute.core.observability.requestlog import services, writer
-from omniroute.core.observability.requestlog.models import RECORDED, RequestLogEntry
+from omniroute.core.observability.requestlog.models import RequestLogEntry
 from omniroute.core.observability.requestlog.record import RequestRecord, StepKind, TrailStep
 from omniroute.core.observability.requestlog.services import request_log_prune, request_log_write
 
@@ -51,26 +50,6 @@ def test_a_request_id_already_logged_is_skipped_not_an_error() -> None:
     request_log_write(records=[_record(1), _record(2)])
 
     assert RequestLogEntry.objects.count() == 2
-
-
-def test_a_request_id_twice_in_one_batch_is_written_once() -> None:
-    written = request_log_write(records=[_record(1), _record(2), _record(1)])
-
-    assert written == 3
-    assert RequestLogEntry.objects.count() == 2
-
-
-def test_a_batch_is_a_few_statements_of_many_rows_not_one_per_row() -> None:
-    records = [_record(i) for i in range(450)]
-    fields = [RequestLogEntry._meta.get_field(name) for name in RECORDED]
-    per = min(services.ROWS_PER_STATEMENT, connection.ops.bulk_batch_size(fields, records))
-
-    with CaptureQueriesContext(connection) as queries:
-        request_log_write(records=records)
-
-    inserts = [query for query in queries if query["sql"].lstrip().upper().startswith("INSERT")]
-    assert len(inserts) == -(-450 // per)  # 3 on PostgreSQL, 9 on SQLite: never 450
-    assert RequestLogEntry.objects.count() == 450
 
 
 def test_pruning_deletes_the_rows_older_than_the_age() -> None:
