@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from enum import Enum
 from functools import partial
 from typing import Any
@@ -52,6 +53,15 @@ WATCH_AFTER_SECONDS = 0.05
 _default_upstream = Upstream()
 
 
+def new_request_id() -> str:
+    """A request's id: 24 hex digits, the arrival's millisecond then 48 random bits.
+
+    Ordered by time, each id lands at the end of the request log's unique index, where a random
+    one lands on a random page: on a table of 100 000 rows that halved SQLite's CPU per logged
+    request (docs/operating.md, "Request log")."""
+    return f"{time.time_ns() // 1_000_000:012x}{secrets.token_hex(6)}"
+
+
 class Ended(Enum):
     """Why :meth:`ProxyConsumer.race_disconnect` cancelled its work."""
 
@@ -83,7 +93,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         super().__init__(*args, **kwargs)
         self.upstream = upstream or _default_upstream
         self.store = store or get_store()
-        self.request_id = secrets.token_hex(12)
+        self.request_id = new_request_id()
         self.arrived = clock.now()  # the proxy's clock, which the request's deadline runs on
         self.status = 0  # the answer's status once its head went out
         self.sent_bytes = 0
