@@ -121,13 +121,18 @@ class ExclusiveConnectionLeaseAdmin(ModelAdminBase):
             self.message_user(request, "Pick one of the listed reasons.", messages.ERROR)
             return
         now = timezone.now()
-        selected = list(queryset.values_list("lease_owner_hash", "generation", "api_key_id"))
+        selected = list(queryset.values_list("pk", "lease_owner_hash", "generation", "api_key_id"))
         revoked = sum(
             lease_invalidate(
-                owner_hash=owner, generation=generation, api_key_id=key, reason=reason, now=now
+                owner_hash=owner,
+                generation=generation,
+                api_key_id=key,
+                reason=reason,
+                now=now,
+                lease_id=pk,  # this row: never the owner's lease elsewhere after a fail-over
             ).outcome
             is LeaseOutcome.INVALIDATED
-            for owner, generation, key in selected
+            for pk, owner, generation, key in selected
         )
         self.message_user(request, _revoked_message(revoked, len(selected), reason))
 

@@ -204,16 +204,19 @@ def lease_invalidate(
     api_key_id: int,
     reason: EndReason,
     now: datetime | None = None,
+    lease_id: int | None = None,
 ) -> LeaseResult:
     """End the owner's lease as INVALIDATED with ``reason`` (the gateway's or an operator's
     decision, e.g. the admin's "revoke") when it is ACTIVE under exactly this generation and
-    key → INVALIDATED; STALE otherwise."""
+    key → INVALIDATED; STALE otherwise. An operator names the row (``lease_id``): a fail-over
+    keeps the generation, so without it an ended row's owner, generation and key would name
+    the owner's live lease on another connection."""
     check_owner_hash(owner_hash)
     end_reason, at = EndReason(reason), resolve_now(now)
 
     def invalidate() -> LeaseResult:
         owned = _held(owner_hash, generation=generation, api_key_id=api_key_id)
-        if owned is None:
+        if owned is None or (lease_id is not None and owned.pk != lease_id):
             return LeaseResult(LeaseOutcome.STALE)
         rows.end_row(owned, LeaseState.INVALIDATED, end_reason, at)
         return LeaseResult(LeaseOutcome.INVALIDATED, lease_view(owned))

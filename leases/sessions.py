@@ -36,7 +36,8 @@ from leases.services import lease_invalidate
 from omniroute.core.listing import MAX_PAGE_SIZE, MAX_ROW_ID, page_of
 
 SESSION_PREFIX = "lease:"
-SESSION_ID = re.compile(r"lease:([0-9]+)")
+ROW_ID = re.compile(r"[0-9]{1,19}")
+SESSION_ID = re.compile(r"lease:([1-9][0-9]{0,18})")  # a row id, as the list shows it
 
 
 def session_id(connection_id: int) -> str:
@@ -78,11 +79,11 @@ def _sessions(views: list[LeaseView]) -> list[dict[str, Any]]:
 
 def _connection_filter(request: Request) -> int | None:
     raw = request.query_params.get("connectionId")
-    if raw in (None, ""):
+    if not raw:
         return None
-    if not str(raw).isdigit() or int(str(raw)) > MAX_ROW_ID:
+    if ROW_ID.fullmatch(raw) is None or int(raw) > MAX_ROW_ID:  # ASCII digits, bounded
         raise exceptions.ValidationError({"connectionId": ["A connection id."]})
-    return int(str(raw))
+    return int(raw)
 
 
 class ExclusiveSessionsApi(APIView):
@@ -154,6 +155,7 @@ class ExclusiveSessionRevokeApi(APIView):
                 api_key_id=lease.api_key_id,
                 reason=reason,
                 now=now,
+                lease_id=lease.id,  # the session named, not the owner's lease after a move
             )
         if result is None or result.outcome is not LeaseOutcome.INVALIDATED:
             raise exceptions.NotFound(f"There is no active session {session!r}.")

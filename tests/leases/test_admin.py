@@ -14,9 +14,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from leases.domain.states import LeaseOutcome
+from leases.domain.states import EndReason, LeaseOutcome
 from leases.models import ExclusiveConnectionLease
-from leases.services import lease_release
+from leases.services import lease_release, lease_transition
 from tests.leases.support import KEY, acquire, new_owner_hash
 
 pytestmark = pytest.mark.django_db
@@ -137,6 +137,37 @@ def test_revoke_invalidates_the_active_leases_through_the_service(staff_client: 
     again = acquire(active.lease_owner_hash, connection_id=502, now=timezone.now())
     assert again.outcome is LeaseOutcome.ACQUIRED and again.lease is not None
     assert again.lease.generation == 2  # the revoked generation is never valid again
+
+
+def test_revoking_an_ended_row_leaves_the_owners_lease_on_another_connection(
+    staff_client: Client,
+) -> None:
+    owner = new_owner_hash()
+    first = _lease(511, owner=owner)
+    moved = lease_transition(
+        owner_hash=owner,
+        generation=first.generation,
+        api_key_id=first.api_key_id,
+        provider="openai",
+        connection_id=512,
+        reason=EndReason.HEALTH_OR_COOLDOWN,
+        now=timezone.now(),
+    )
+    assert moved.outcome is LeaseOutcome.TRANSITIONED  # same owner, generation and key
+
+    response = staff_client.post(
+        CHANGELIST, {"action": "revoke_leases", "_selected_action": [first.pk]}, follow=True
+    )
+
+    live = ExclusiveConnectionLease.objects.get(connection_id=512)
+    assert live.state == "ACTIVE"  # the ended row named it by owner, generation and key
+    assert _messages(response) == [
+        (
+            messages.INFO,
+            "Revoked 0 lease(s) (AUTHORIZATION_CHANGED). "
+            "1 selected lease(s) were no longer active.",
+        )
+    ]
 
 
 def test_revoke_records_the_reason_the_operator_picked(staff_client: Client) -> None:

@@ -5,16 +5,20 @@ action through the API."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from leases import sessions
 from leases.activity import ACTIVE_WINDOW_SECONDS, activity_key
 from leases.domain.claims import LeaseClaim
+from leases.domain.states import EndReason
 from leases.managed import lease_binding
 from leases.models import ExclusiveConnectionLease
+from leases.services import lease_transition
 from omniroute.core.store import MemoryStore
 from routing.models import ProviderConnection
 from tests.leases.support import acquire, new_owner_hash
@@ -108,6 +112,8 @@ def test_sessions_page_and_filter(
     assert manage_client.get(URL, {"provider": "anthropic"}).json()["total"] == 0
     assert manage_client.get(URL, {"provider": "openai"}).json()["total"] == 3
     assert manage_client.get(URL, {"connectionId": "x"}).status_code == 400
+    for digits in ("\u00b2", "\u0663\u0660\u0663", "9" * 5000, "-303", "303.0"):
+        assert manage_client.get(URL, {"connectionId": digits}).status_code == 400, digits
 
 
 def test_revoke_ends_the_lease_with_the_operators_reason(
@@ -156,11 +162,49 @@ def test_revoke_refuses_a_reason_that_is_not_the_operators(
     assert ExclusiveConnectionLease.objects.get(pk=row.pk).state == "ACTIVE"
 
 
-@pytest.mark.parametrize("session", ["lease:999", "601", "lease:abc"])
+@pytest.mark.parametrize(
+    "session",
+    [
+        "lease:999",
+        "601",
+        "lease:abc",
+        "lease:0",
+        "lease:0601",
+        "lease:" + "9" * 5000,
+        "lease:\u00b2",
+    ],
+)
 def test_revoke_of_no_such_session_is_a_404(manage_client: APIClient, session: str) -> None:
     _lease(601)
 
     assert manage_client.post(f"{URL}/{session}/revoke").status_code == 404
+
+
+def test_revoke_ends_only_the_session_named_even_when_it_moved_meanwhile(
+    manage_client: APIClient, fresh_process_store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row = _lease(801)
+    found = sessions.lease_on_connection
+
+    def then_moved(**kwargs: Any) -> Any:  # a fail-over between the lookup and the revoke
+        view = found(**kwargs)
+        lease_transition(
+            owner_hash=row.lease_owner_hash,
+            generation=row.generation,
+            api_key_id=row.api_key_id,
+            provider="openai",
+            connection_id=802,
+            reason=EndReason.HEALTH_OR_COOLDOWN,
+            now=timezone.now(),
+        )
+        return view
+
+    monkeypatch.setattr(sessions, "lease_on_connection", then_moved)
+
+    response = manage_client.post(f"{URL}/lease:801/revoke")
+
+    assert response.status_code == 404  # lease:801 is no session any more
+    assert ExclusiveConnectionLease.objects.get(connection_id=802).state == "ACTIVE"
 
 
 def test_sessions_need_an_operator(api_client: APIClient) -> None:
