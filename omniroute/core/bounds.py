@@ -19,9 +19,13 @@ __all__ = [
     "header_text",
     "is_header_value",
     "nesting_exceeds",
+    "unwritable",
 ]
 
 DEFAULT_MAX_JSON_DEPTH = 64
+# orjson reads JSON nested up to 1 024 levels but writes at most 254: a value parsed from
+# deeper JSON raises when the gateway writes it again (an event, an error body).
+WRITABLE_DEPTH = 254
 _CONTAINERS = (dict, list)  # what nests in parsed JSON
 MAX_ECHO_CHARS = 256
 MAX_ECHO_ITEMS = 50  # of a list or mapping of errors repeated to a client
@@ -92,3 +96,11 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
         if not level:
             return False
     return True
+
+
+def unwritable(raw: bytes, parsed: Any) -> bool:
+    """Whether ``parsed``, read from ``raw``, nests deeper than orjson writes. Walked only when
+    ``raw`` holds that many brackets at all: a usual answer or event costs two byte counts."""
+    if raw.count(b"{") + raw.count(b"[") <= WRITABLE_DEPTH:
+        return False
+    return nesting_exceeds(parsed, WRITABLE_DEPTH)

@@ -214,9 +214,12 @@ def match_error_rule(
 def parse_reset_countdown_ms(text: str) -> int | None:
     """ "reset(s) in N day(s)/hour(s)/minute(s)/second(s)" → N in milliseconds; N must be > 0."""
     found = _COUNTDOWN.search(text.lower())
-    if found is None or int(found.group(1)) <= 0:
+    digits = found.group(1).lstrip("0") if found is not None else ""
+    if found is None or not digits:
         return None
-    return int(found.group(1)) * UNIT_MS[found.group(2)]
+    # Past 15 digits a count is past every cap in any unit: not read on (int() refuses 4 300).
+    count = int(digits) if len(digits) <= 15 else 10**15
+    return count * UNIT_MS[found.group(2)] if count > 0 else None
 
 
 def has_operator_rule(rules: Iterable[ErrorRule]) -> bool:

@@ -107,6 +107,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.body_size = 0
         self.rejected = False
         self.started = False  # whether the response has begun (no error body after that)
+        self.ended = False  # whether the response's last body part went out
         self._working = False  # race_disconnect's work is running
         self._watcher: asyncio.Task[None] | None = None  # watching for the client leaving
         self._ended: Ended | None = None  # why it was cancelled, if it was
@@ -169,6 +170,8 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             logger.exception("request %s failed", self.request_id)
             if not self.started:
                 await self.send_error(_internal_error())
+            elif not self.ended:  # a stream under way: ended in its own shape, never left open
+                await self._end_stream_failed()
         finally:
             self.finished()
 
@@ -178,7 +181,24 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
         self.sent_bytes += len(body)
+        self.ended = not more_body
         await super().send_body(body, more_body=more_body)
+
+    async def _end_stream_failed(self) -> None:
+        """The gateway's own failure after a stream's head went out: this API's in-band
+        ``internal_error`` event, as any failure then (with the end marker only before the
+        first token), so the client is told and not left waiting (docs/resilience.md,
+        "Streams")."""
+        error = _internal_error()
+        self.error_code = error.code
+        state = self.endpoint.stream_state()
+        ending = state.error_event(error.message, error.code)
+        if self.first_token_at is None:  # only keep-alive comments went out
+            ending += state.end_event
+        try:
+            await self.send_body(ending)
+        except Exception:  # the client may be gone too: nothing is left to tell
+            logger.debug("request %s: its stream could not be ended", self.request_id)
 
     async def http_disconnect(self, message: dict[str, Any]) -> None:
         # A client that left before its body arrived was a request too (499).

@@ -244,6 +244,26 @@ def test_integers_of_hundreds_of_digits_are_clamped_not_overflowed() -> None:
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "quota exceeded, resets in " + "9" * 5000 + " days",
+        "resets after " + "9" * 5000 + "h",
+        "limit reached, resets in " + "9" * 5000 + "s",
+    ],
+)
+def test_a_count_of_thousands_of_digits_is_the_cap_not_an_exception(text: str) -> None:
+    # int() refuses a text of over 4 300 digits: the countdown forms saturate instead
+    assert hint(text=text) == RetryHint(MAX_HINT_MS, BODY)
+
+
+def test_header_counts_of_thousands_of_digits_are_capped_not_an_exception() -> None:
+    huge = "9" * 5000
+
+    assert reset_at_from_headers({"retry-after": huge}, now=T0, tz=UTC) is not None
+    assert reset_at_from_headers({"x-ratelimit-reset": huge}, now=T0, tz=UTC) is not None
+
+
+@pytest.mark.parametrize(
     ("now", "tz", "expected_ms"),
     [
         (T0, UTC, 6_400_000),  # 22:13:20 → midnight

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from omniroute.core.bounds import unwritable
 from omniroute.core.errors import GatewayError as GatewayError
 from omniroute.core.errors import error_body as error_body
 from omniroute.core.scrub import scrub, scrub_bytes
@@ -83,6 +84,8 @@ def anthropic_error_body(status: int, body: bytes) -> bytes:
         parsed = None
     if isinstance(parsed, dict) and parsed.get("type") == "error":
         return body
+    if parsed is not None and unwritable(body, parsed):  # its fields cannot be written again
+        parsed = None
     given = parsed.get("error") if isinstance(parsed, dict) else None
     given = given if isinstance(given, dict) else {}
     fallback = "api_error" if status >= 500 else "invalid_request_error"

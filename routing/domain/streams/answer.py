@@ -83,7 +83,8 @@ def responses_events(answer: Payload, text: str) -> bytes:
     its text part, one delta, the done events and ``response.completed`` with the answer."""
     opened = {**answer, "status": "in_progress", "output": []}
     item_id = "msg_gateway"
-    for item in answer.get("output") or ():
+    output = answer.get("output")
+    for item in output if isinstance(output, list) else ():
         if isinstance(item, dict) and item.get("type") == "message":
             item_id = str(item.get("id", item_id))
             break

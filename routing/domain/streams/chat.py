@@ -174,7 +174,7 @@ def continuation_event(
     duplicate what the client has). ``None`` when nothing is left to send."""
     chunk = {**payload, **(envelope or {})}
     choices = []
-    for choice in chunk.get("choices") or ():
+    for choice in _choices(chunk):
         if not isinstance(choice, dict):
             continue
         given = choice.get("delta")
@@ -202,8 +202,13 @@ def with_prefill(payload: dict[str, Any], text: str) -> dict[str, Any]:
 
 def finishes(payload: dict[str, Any]) -> bool:
     """Whether a chunk carries a ``finish_reason``."""
-    choices = payload.get("choices") or ()
-    return any(isinstance(c, dict) and c.get("finish_reason") for c in choices)
+    return any(isinstance(c, dict) and c.get("finish_reason") for c in _choices(payload))
+
+
+def _choices(payload: dict[str, Any]) -> list[Any]:
+    """A chunk's ``choices``; none when it is no list (relayed as it came, never read)."""
+    choices = payload.get("choices")
+    return choices if isinstance(choices, list) else []
 
 
 class ChatSplicing:

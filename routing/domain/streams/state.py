@@ -15,6 +15,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
+from omniroute.core.bounds import unwritable
 from routing.domain.streams.sse import SseEvent
 
 
@@ -61,12 +62,13 @@ class SentText(list[str]):
 
 
 def json_object(data: bytes) -> dict[str, Any] | None:
-    """The JSON object an event's data holds; ``None`` when it holds anything else."""
+    """The JSON object an event's data holds; ``None`` when it holds anything else, or one
+    nested deeper than the gateway can write again."""
     try:
         payload = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    return payload if isinstance(payload, dict) else None
+    return payload if isinstance(payload, dict) and not unwritable(data, payload) else None
 
 
 class StreamState(Protocol):

@@ -8,18 +8,28 @@ client is also told the restated ``Retry-After``.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
-from resilience.domain.rules import apply_restatement
+from resilience.domain.rules import MAX_RULE_COOLDOWN_MS, apply_restatement
 from routing.domain.attempts.failures import error_parts
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.plan.planning import Target
 from routing.proxy.context import AttemptContext
 
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+
 
 def _retry_after_ms(outcome: Outcome) -> int | None:
-    raw = outcome.retry_after
-    return int(float(raw) * 1000) if raw and raw.strip().replace(".", "", 1).isdigit() else None
+    """The upstream's ``Retry-After`` in seconds, as milliseconds within the longest cooldown a
+    rule may set; ``None`` when it is no such number (an HTTP date, ``²``, 10**400)."""
+    raw = (outcome.retry_after or "").strip()
+    if _SECONDS.fullmatch(raw) is None:
+        return None
+    seconds = float(raw)
+    if not math.isfinite(seconds):
+        return None
+    return min(int(seconds * 1000), MAX_RULE_COOLDOWN_MS)
 
 
 def restate(target: Target, outcome: Outcome, context: AttemptContext) -> Outcome:

@@ -12,6 +12,8 @@ import httpx
 import orjson
 from django.conf import settings
 
+from omniroute.core.bounds import unwritable
+
 ERROR_BODY_LIMIT_BYTES = 64 * 1024
 SSE_CONTENT_TYPE = "text/event-stream"
 BOM = b"\xef\xbb\xbf"
@@ -29,14 +31,15 @@ def not_a_stream(content_type: str) -> bool:
 
 
 def json_object(body: bytes) -> dict[str, Any] | None:
-    """The JSON object ``body`` holds, else ``None`` (the one parse of a plain answer)."""
+    """The JSON object ``body`` holds, else ``None`` (the one parse of a plain answer): also
+    ``None`` for one nested deeper than the gateway can write again."""
     if not body.lstrip(_JSON_WHITESPACE).startswith(b"{"):  # HTML, empty: no parse needed
         return None
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    return parsed if type(parsed) is dict else None
+    return parsed if type(parsed) is dict and not unwritable(body, parsed) else None
 
 
 async def read_capped(response: httpx.Response) -> bytes | None:

@@ -335,6 +335,7 @@ async def _read(
         await response.aclose()
         if whole is None:
             return _garbage(TOO_LARGE, started), None
+        whole = whole.removeprefix(BOM)  # as a stream's first chunk: JSON has no byte order mark
         answer = json_object(whole)
         if answer is None:
             return _garbage(MALFORMED, started), None
