@@ -12,11 +12,15 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.dateformat import format as date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+
+from omniroute.core.bounds import has_lone_surrogate
+from omniroute.core.listing import MAX_SEARCH_CHARS
 
 if TYPE_CHECKING:  # generic in django-stubs, not subscriptable at runtime
     ModelAdminBase = admin.ModelAdmin[Any]
@@ -102,10 +106,45 @@ def formfield(db_field: models.Field[Any, Any], **kwargs: Any) -> forms.Field | 
     return db_field.formfield(**kwargs)
 
 
-class ServiceAdmin(ModelAdminBase):
+class JsonTextField(forms.JSONField):
+    """A JSON form field that refuses a lone surrogate (the ``"\\ud800"`` escape) and shows
+    one escaped: a form shown again with its errors repeats the value, and a page holding a lone
+    surrogate cannot be encoded (a 500, where the operator should read the field's error)."""
+
+    def to_python(self, value: Any) -> Any:
+        converted = super().to_python(value)
+        if has_lone_surrogate(converted):
+            raise ValidationError("Holds a lone surrogate (U+D800-U+DFFF), which is no text.")
+        return converted
+
+    def prepare_value(self, value: Any) -> Any:
+        shown = super().prepare_value(value)
+        if isinstance(shown, str):  # JSON's own escape for what UTF-8 cannot carry
+            return shown.encode("utf-8", "backslashreplace").decode("utf-8")
+        return shown
+
+
+class BoundedSearchAdmin(ModelAdminBase):
+    """Every project admin's base: a search of over ``MAX_SEARCH_CHARS`` characters finds
+    nothing and says why, where SQLite refused it as a LIKE pattern too complex (a 500)."""
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
+    ) -> tuple[QuerySet[Any], bool]:
+        if len(search_term) > MAX_SEARCH_CHARS:
+            message = f"A search is at most {MAX_SEARCH_CHARS} characters."
+            self.message_user(request, message, messages.ERROR)
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
+
+
+class ServiceAdmin(BoundedSearchAdmin):
     """Base admin: a service's ValidationError rolls the save back and is reported, not a 500."""
 
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {
+        models.URLField: {"assume_scheme": "https"},
+        models.JSONField: {"form_class": JsonTextField},
+    }
 
     def changeform_view(
         self,

@@ -8,6 +8,7 @@ the gateway answers it in a few hundred bytes and never re-encodes what it could
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "MAX_ECHO_ITEMS",
     "bounded",
     "clip",
+    "has_lone_surrogate",
+    "has_unstorable_text",
     "header_text",
     "is_header_value",
     "nesting_exceeds",
@@ -30,6 +33,8 @@ _CONTAINERS = (dict, list)  # what nests in parsed JSON
 MAX_ECHO_CHARS = 256
 MAX_ECHO_ITEMS = 50  # of a list or mapping of errors repeated to a client
 ELLIPSIS = "..."  # ASCII: a header value writes it as it is
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON's "\ud800" escape parses to one
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # and NUL, which PostgreSQL's jsonb refuses
 
 
 def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
@@ -104,3 +109,31 @@ def unwritable(raw: bytes, parsed: Any) -> bool:
     if raw.count(b"{") + raw.count(b"[") <= WRITABLE_DEPTH:
         return False
     return nesting_exceeds(parsed, WRITABLE_DEPTH)
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a string in parsed JSON ``value`` (a key or a value) holds a lone surrogate:
+    text no UTF-8 answer can carry, so an error that repeats it, or a read of a row that
+    stored it, would fail."""
+    return _strings_match(value, _LONE_SURROGATE)
+
+
+def has_unstorable_text(value: Any) -> bool:
+    """Whether a string in parsed JSON ``value`` holds a lone surrogate or a NUL: what a JSON
+    column cannot keep on every backend (PostgreSQL's ``jsonb`` refuses ``\\u0000``)."""
+    return _strings_match(value, _UNSTORABLE)
+
+
+def _strings_match(value: Any, pattern: re.Pattern[str]) -> bool:
+    pending = [value]  # a worklist, not recursion: the value may nest deep
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if pattern.search(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return False

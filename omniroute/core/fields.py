@@ -1,4 +1,4 @@
-"""Management API serializer fields shared by the apps.
+"""Management API serializer fields shared by the apps: inputs read as what the client meant.
 
 ``JsonBooleanField`` takes only JSON's ``true`` and ``false`` (and, from a form body, the words
 ``true`` and ``false``). DRF's own boolean field also reads ``"yes"``, ``"on"``, ``1`` and their
@@ -9,11 +9,12 @@ clears every lock or breaker) must not be set by a value the client did not mean
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import serializers
 
-__all__ = ["JsonBooleanField"]
+__all__ = ["JsonBooleanField", "RelatedListField"]
 
 
 class JsonBooleanField(serializers.BooleanField):
@@ -28,3 +29,14 @@ class JsonBooleanField(serializers.BooleanField):
             return data == "true"
         self.fail("invalid")
         raise AssertionError("unreachable")  # fail() raises
+
+
+class RelatedListField(serializers.ManyRelatedField):
+    """A list of related rows' ids. DRF's own takes any iterable, so an object such as
+    ``{}`` read as an empty list (clearing a key's restriction) and ``{"5": true}`` as ``[5]``:
+    an object is the field's 400 here, as for any list field."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            self.fail("not_a_list", input_type=type(data).__name__)
+        return super().to_internal_value(data)

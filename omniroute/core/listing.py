@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 MAX_ROW_ID = 2**63 - 1  # the largest id a database column holds: a larger one matches nothing
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+# Longer than any name or id a list holds. SQLite refuses a LIKE pattern over 50 000 bytes,
+# and that refusal read as the database being down (a 503 inviting retries).
+MAX_SEARCH_CHARS = 1000
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 
@@ -106,7 +109,18 @@ def _filtered(queryset: QuerySet[M, R], name: str, lookup: str, value: Any) -> Q
     return queryset.filter(**{lookup: value})
 
 
-CONFIG_LIST_BACKENDS: list[type[BaseFilterBackend]] = [FieldFilter, SearchFilter]
+class BoundedSearchFilter(SearchFilter):
+    """DRF's ``?search=``, refusing a term of over :data:`MAX_SEARCH_CHARS` characters (400)."""
+
+    def get_search_terms(self, request: Request) -> list[str]:
+        raw = request.query_params.get(self.search_param, "")
+        if len(raw) > MAX_SEARCH_CHARS:
+            message = f"At most {MAX_SEARCH_CHARS} characters."
+            raise exceptions.ValidationError({self.search_param: [message]})
+        return list(super().get_search_terms(request))
+
+
+CONFIG_LIST_BACKENDS: list[type[BaseFilterBackend]] = [FieldFilter, BoundedSearchFilter]
 
 
 class ConfigListMixin:

@@ -15,6 +15,7 @@ from django.db.models import Manager
 from django.utils import timezone
 from rest_framework import serializers
 
+from omniroute.core.fields import RelatedListField
 from resilience.domain.connection_state import ConnectionState
 from routing.crypto import mask_url_credentials
 from routing.domain.config.timing import cooldown_remaining_seconds
@@ -154,8 +155,11 @@ class ClientApiKeySerializer(serializers.ModelSerializer[ClientApiKey]):
     allowed_models = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False
     )
-    allowed_connections = serializers.PrimaryKeyRelatedField(
-        many=True, required=False, queryset=ProviderConnection.objects.all()
+    allowed_connections = RelatedListField(
+        child_relation=serializers.PrimaryKeyRelatedField(
+            queryset=ProviderConnection.objects.all()
+        ),
+        required=False,
     )
 
     class Meta:

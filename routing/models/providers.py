@@ -12,6 +12,7 @@ from django.core.validators import MinValueValidator, URLValidator
 from django.db import models
 from django.utils.deconstruct import deconstructible
 
+from omniroute.core.bounds import has_unstorable_text
 from routing.crypto import decrypt_secret, encrypt_secret, mask_secret
 from routing.domain.config.vocabulary import AuthType, ProviderCategory, TestStatus, WireFormat
 from routing.domain.quota.rate_limits import check_overrides
@@ -176,6 +177,10 @@ class ProviderConnection(models.Model):
             raise ValidationError({"rate_limit_overrides": problems})
         if not _json_storable(self.extras):  # the database's JSON check would refuse it
             raise ValidationError({"extras": "Holds a number JSON cannot store (NaN or infinity)."})
+        if has_unstorable_text(self.extras):  # stored, no read of the row could encode it
+            raise ValidationError(
+                {"extras": "Holds text a JSON column cannot keep (a NUL or a lone surrogate)."}
+            )
 
     def set_secret(self, plaintext: str) -> None:
         """Store ``plaintext`` encrypted; an empty string clears it."""

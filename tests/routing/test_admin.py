@@ -388,3 +388,44 @@ def test_changelists_have_no_n_plus_one(
         staff_client.get(url)
 
     assert len(many) == len(few), _query_diff(few, many)
+
+
+@pytest.mark.parametrize(
+    "extras", ['{"a": "\\ud800"}', '{"\\ud800": 1}', '{"a": "b\\u0000c"}'], ids=str
+)
+def test_extras_holding_text_no_column_keeps_is_the_fields_error(
+    staff_client: Client, extras: str
+) -> None:
+    # A lone surrogate was saved, then every read of the row (API list, config export, its
+    # change page) was a 500; re-shown with its error, the page itself was a 500.
+    response = staff_client.post(_url("providerconnection", "add"), _connection_form(extras=extras))
+
+    assert response.status_code == 200  # the form again, with the field's error
+    assert response.context["adminform"].form.errors["extras"]
+    assert not ProviderConnection.objects.filter(name="admin-made").exists()
+
+
+@pytest.mark.parametrize(
+    "field", [("options", '{"\\ud800": 1}'), ("attempt_overrides", '{"\\ud800": 1}')], ids=str
+)
+def test_a_combo_json_field_with_a_lone_surrogate_is_shown_again_escaped(
+    staff_client: Client, field: tuple[str, str]
+) -> None:
+    name, value = field
+
+    response = staff_client.post(_url("combo", "add"), _combo_form([], 0, **{name: value}))
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors[name]
+    assert b"\\ud800" in response.content  # JSON's escape, which a page can carry
+
+
+@pytest.mark.parametrize("model", ["provider", "providerconnection", "combo"])
+def test_a_search_longer_than_any_name_finds_nothing_and_says_why(
+    staff_client: Client, model: str
+) -> None:
+    # SQLite refuses a LIKE pattern over 50 000 bytes: the changelist was a 500
+    response = staff_client.get(_url(model, "changelist"), {"q": "_" * 30_000})
+
+    assert response.status_code == 200
+    assert "A search is at most 1000 characters." in _messages(response)

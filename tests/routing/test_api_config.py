@@ -165,4 +165,8 @@ def test_put_refuses_text_the_database_cannot_store(
     )
 
     assert response.status_code == 400, response.content
-    assert "feature_flags[0].name" in response.json()["error"]["fields"]
+    error = response.json()["error"]
+    if "ud800" in name:  # refused as the body is read, as by every management API view
+        assert "lone surrogate" in error["message"]
+    else:
+        assert "feature_flags[0].name" in error["fields"]
