@@ -108,6 +108,7 @@ class UpstreamStream:
         self._first = first
         self._label = label
         self._done = False  # data: [DONE] seen
+        self._late_error = False  # an in-band error after the answer finished: its end
         self._broken: StreamBroken | None = None  # raised once what preceded it is relayed
         self._eof = False  # the body ended
         self._committed = False  # relaying: the clock bounds the reads
@@ -149,6 +150,8 @@ class UpstreamStream:
                     yield out[0] if len(out) == 1 else b"".join(out)
             if self._broken is not None:  # after what came before it was relayed
                 raise self._broken
+        if self._late_error and self.state.end_event:  # in place of the error: the end marker
+            yield self.state.end_event
 
     async def drain(self) -> None:
         """Read what follows ``[DONE]`` (the body's end) for a moment, so that the pooled
@@ -222,6 +225,10 @@ class UpstreamStream:
             logger.warning("%s: dropped a malformed stream event: %.200r", self._label, event.raw)
             return None
         if kind is Kind.ERROR:
+            if self.state.finished:  # the answer is whole: the error ends it and fails nothing
+                logger.info("%s: error after the answer finished: %.200r", self._label, event.raw)
+                self._done = self._late_error = True
+                return None
             body = orjson.dumps(payload)
             self._broken = StreamBroken(OutcomeKind.HTTP_ERROR, "in-band stream error", body)
             return None

@@ -18,11 +18,17 @@ from routing.domain.client.errors import anthropic_error_body
 from routing.models import Provider
 from routing.proxy import recovery
 from tests.routing.format_support import (
+    CLAUDE_BACKUP,
     CLAUDE_PRIMARY,
+    RESPONSES_FIRST_TOKEN,
     add_anthropic_provider,
+    messages_events,
     messages_request,
+    named,
     relay_for,
+    responses_events,
     responses_request,
+    sse,
     x_api_key,
 )
 from tests.routing.fusion_support import KEYS, three_step_combo
@@ -243,3 +249,73 @@ async def test_a_restated_retry_after_that_is_no_usable_number_is_not_a_500(
     reply = await gateway.call()
 
     assert (reply.status, reply.connection) == (200, both[1])
+
+
+# --- how a stream ends ----------------------------------------------------------------------
+
+
+async def test_an_error_after_a_chat_answer_finished_ends_it_and_fails_nothing(
+    gateway: Gateway, both: tuple[int, int]
+) -> None:
+    late = event({"error": {"message": "late", "code": "x"}})
+    gateway.fake.behaviours.update(
+        {
+            PRIMARY: streaming([*answer_chunks(done=False), late, DONE]),
+            BACKUP: streaming(answer_chunks(ident="up-2")),
+        }
+    )
+
+    reply = await ask(gateway)
+
+    # It was charged to the primary and the answer asked of the backup again, its finish
+    # relayed twice.
+    assert reply.body.count(b'"finish_reason":"stop"') == 1 and reply.body.endswith(DONE)
+    assert gateway.fake.calls == [PRIMARY]
+    assert (await gateway.state(both[0])).is_clean
+
+
+async def test_an_error_after_a_messages_answer_finished_ends_it_with_message_stop(
+    fresh_snapshot: None, clock: FakeClock, store: MemoryStore, policy_clock: FakeClock
+) -> None:
+    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
+    claude = await database_sync_to_async(add_anthropic_provider)()
+    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
+    await database_sync_to_async(add_connection)(claude, "backup", CLAUDE_BACKUP, priority=20)
+    late = named("error", {"type": "error", "error": {"type": "overloaded_error", "message": "x"}})
+    relay.fake.behaviours.update(
+        {
+            CLAUDE_PRIMARY: streaming([*messages_events(stop=False), late]),
+            CLAUDE_BACKUP: streaming(messages_events(ident="msg_2")),
+        }
+    )
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    names = [name for name, _ in sse(reply)]
+    assert names.count("message_delta") == 1 and names[-1] == "message_stop"
+    assert relay.fake.calls == [CLAUDE_PRIMARY]
+
+
+async def test_a_responses_stream_ended_by_done_before_it_completed_is_cut_not_answered(
+    fresh_snapshot: None,
+    clock: FakeClock,
+    store: MemoryStore,
+    policy_clock: FakeClock,
+    acme: Provider,
+) -> None:
+    relay = await database_sync_to_async(relay_for)(RESPONSES, clock, store)
+    await database_sync_to_async(add_connection)(acme, "primary", PRIMARY, priority=10)
+    await database_sync_to_async(add_connection)(acme, "backup", BACKUP, priority=20)
+    early = [*responses_events(completed=False)[: RESPONSES_FIRST_TOKEN + 2], DONE]
+    relay.fake.behaviours.update(
+        {PRIMARY: streaming(early), BACKUP: streaming(responses_events(ident="resp_2"))}
+    )
+
+    reply = await relay.post(responses_request(stream=True))
+
+    # It was recorded as an answer: the client got half the text, a raw [DONE] and no
+    # response.completed.
+    events = sse(reply)
+    assert events[-1][0] == "error"  # the gateway's: the answer was cut
+    assert events[-1][1]["code"] == "upstream_stream_interrupted"
+    assert DONE not in reply.body

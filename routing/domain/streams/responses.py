@@ -45,8 +45,8 @@ class ResponsesStream:
         data = event.data
         if data is None:
             return Kind.PREAMBLE, None
-        if data == b"[DONE]":
-            return Kind.DONE, None
+        if data == b"[DONE]":  # no Responses event: the end only once the answer completed
+            return (Kind.DONE, None) if self.finished else (Kind.MALFORMED, None)
         payload = json_object(data)
         if payload is None:
             return Kind.MALFORMED, None
