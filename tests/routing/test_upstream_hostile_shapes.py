@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from omniroute.core.store import MemoryStore
 from resilience.models import ProviderErrorRule, StatusRestatementRule
 from routing.domain.client.endpoints import MESSAGES, RESPONSES
-from routing.domain.client.errors import anthropic_error_body
+from routing.domain.client.errors import anthropic_error_body, in_band_status
 from routing.models import Provider
 from routing.proxy import recovery
 from tests.routing.format_support import (
@@ -319,3 +319,41 @@ async def test_a_responses_stream_ended_by_done_before_it_completed_is_cut_not_a
     assert events[-1][0] == "error"  # the gateway's: the answer was cut
     assert events[-1][1]["code"] == "upstream_stream_interrupted"
     assert DONE not in reply.body
+
+
+async def test_an_in_band_refusal_of_the_prompt_before_the_first_token_is_the_clients_400(
+    fresh_snapshot: None, clock: FakeClock, store: MemoryStore, policy_clock: FakeClock
+) -> None:
+    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
+    claude = await database_sync_to_async(add_anthropic_provider)()
+    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
+    await database_sync_to_async(add_connection)(claude, "backup", CLAUDE_BACKUP, priority=20)
+    too_long = {"type": "invalid_request_error", "message": "prompt is too long: 300000 tokens"}
+    refusal = [*messages_events()[:2], named("error", {"type": "error", "error": too_long})]
+    relay.fake.behaviours.update(
+        {CLAUDE_PRIMARY: streaming(refusal), CLAUDE_BACKUP: streaming(refusal)}
+    )
+
+    reply = await relay.post(messages_request(stream=True), auth=x_api_key(relay.key))
+
+    # It was a 502 after four attempts, each a failure of its connection
+    assert reply.status == 400
+    assert "prompt is too long" in reply.json()["error"]["message"]
+    assert relay.fake.calls == [CLAUDE_PRIMARY, CLAUDE_BACKUP]  # a context length: no retry
+    assert await relay.cooling_for(1) == 0 and await relay.cooling_for(2) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        (b'{"type": "error", "error": {"type": "overloaded_error"}}', 529),
+        (b'{"error": {"type": "invalid_request_error", "code": "context_length"}}', 400),
+        (b'{"error": {"type": "rate_limit_error"}}', 429),
+        (b'{"error": {"type": "server_error"}}', 502),  # says nothing more: an upstream failure
+        (b'{"error": {"type": ["x"]}}', 502),
+        (b'{"error": "text"}', 502),
+        (b"not json", 502),
+    ],
+)
+def test_an_in_band_errors_type_stands_for_a_status(body: bytes, status: int) -> None:
+    assert in_band_status(body) == status

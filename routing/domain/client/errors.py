@@ -97,3 +97,36 @@ def anthropic_error_body(status: int, body: bytes) -> bytes:
         error["code"] = given["code"]
     rest = {k: v for k, v in parsed.items() if k != "error"} if isinstance(parsed, dict) else {}
     return orjson.dumps({"type": "error", "error": error, **rest})
+
+
+# An in-band error's type as the status a plain answer would have had: the Messages API's
+# types, which the Chat Completions API shares for the same refusals.
+_IN_BAND_STATUSES = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+IN_BAND_DEFAULT_STATUS = 502  # an error event whose type says nothing more
+
+
+def in_band_status(body: bytes) -> int:
+    """The status an upstream's in-band error event stands for (``{"error": {"type"}}``, in
+    either API's shape): a prompt too long before the first token is the client's 400, as the
+    same refusal of a plain request, not an upstream failure."""
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return IN_BAND_DEFAULT_STATUS
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    kind = error.get("type") if isinstance(error, dict) else None
+    return (
+        _IN_BAND_STATUSES.get(kind, IN_BAND_DEFAULT_STATUS)
+        if isinstance(kind, str)
+        else IN_BAND_DEFAULT_STATUS
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import aiohttp
@@ -38,6 +38,7 @@ from resilience.domain.attempts.stream_recovery import WatchdogSettings
 from routing.domain.attempts.admission import EXECUTION_TIMEOUT, local_error_body
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.client.endpoints import CHAT_COMPLETIONS, Endpoint
+from routing.domain.client.errors import in_band_status
 from routing.domain.config.snapshot import Unsendable
 from routing.domain.config.vocabulary import WireFormat
 from routing.domain.plan.planning import Target
@@ -367,7 +368,10 @@ async def _read(
             broken = StreamBroken(classify_transport_error(exc), describe_transport_error(exc))
         if broken is not None:  # the stream answered, then failed before its first token
             await response.aclose()
-            return broken.outcome(_elapsed_ms(started), started=True), None
+            outcome = broken.outcome(_elapsed_ms(started), started=True)
+            if broken.kind is OutcomeKind.HTTP_ERROR and broken.body:  # before the first token
+                outcome = replace(outcome, status=in_band_status(broken.body))
+            return outcome, None
         reply = UpstreamReply(
             response.status_code, content_type, head, response=response, stream=events
         )
