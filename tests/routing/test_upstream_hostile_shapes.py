@@ -21,6 +21,7 @@ from tests.routing.format_support import (
     CLAUDE_BACKUP,
     CLAUDE_PRIMARY,
     RESPONSES_FIRST_TOKEN,
+    Relay,
     add_anthropic_provider,
     messages_events,
     messages_request,
@@ -65,6 +66,16 @@ def _ended(body: bytes) -> bool:
     """Whether the stream ended as a chat stream ends: its marker, or an in-band error after
     the first token (the reply was read to its last part: one left open times out)."""
     return body.endswith(DONE) or b'"error"' in body.rsplit(b"\n\n", 2)[-2]
+
+
+async def messages_relay(clock: FakeClock, store: MemoryStore, *, backup: bool) -> Relay:
+    """The Messages API before an Anthropic provider's primary connection (and its backup)."""
+    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
+    claude = await database_sync_to_async(add_anthropic_provider)()
+    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
+    if backup:
+        await database_sync_to_async(add_connection)(claude, "backup", CLAUDE_BACKUP, priority=20)
+    return relay
 
 
 # --- streams --------------------------------------------------------------------------------
@@ -194,9 +205,7 @@ async def test_one_fusion_answer_whose_output_is_no_list_reaches_a_responses_cli
 async def test_a_deep_error_body_reaches_an_anthropic_client_in_its_shape(
     fresh_snapshot: None, clock: FakeClock, store: MemoryStore, policy_clock: FakeClock
 ) -> None:
-    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
-    claude = await database_sync_to_async(add_anthropic_provider)()
-    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
+    relay = await messages_relay(clock, store, backup=False)
     deep = b'{"error": {"type": "invalid_request_error", "message": "bad"}, "d": ' + DEEP + b"}"
     relay.fake.behaviours[CLAUDE_PRIMARY] = answer(400, deep)
 
@@ -277,10 +286,7 @@ async def test_an_error_after_a_chat_answer_finished_ends_it_and_fails_nothing(
 async def test_an_error_after_a_messages_answer_finished_ends_it_with_message_stop(
     fresh_snapshot: None, clock: FakeClock, store: MemoryStore, policy_clock: FakeClock
 ) -> None:
-    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
-    claude = await database_sync_to_async(add_anthropic_provider)()
-    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
-    await database_sync_to_async(add_connection)(claude, "backup", CLAUDE_BACKUP, priority=20)
+    relay = await messages_relay(clock, store, backup=True)
     late = named("error", {"type": "error", "error": {"type": "overloaded_error", "message": "x"}})
     relay.fake.behaviours.update(
         {
@@ -324,10 +330,7 @@ async def test_a_responses_stream_ended_by_done_before_it_completed_is_cut_not_a
 async def test_an_in_band_refusal_of_the_prompt_before_the_first_token_is_the_clients_400(
     fresh_snapshot: None, clock: FakeClock, store: MemoryStore, policy_clock: FakeClock
 ) -> None:
-    relay = await database_sync_to_async(relay_for)(MESSAGES, clock, store)
-    claude = await database_sync_to_async(add_anthropic_provider)()
-    await database_sync_to_async(add_connection)(claude, "primary", CLAUDE_PRIMARY, priority=10)
-    await database_sync_to_async(add_connection)(claude, "backup", CLAUDE_BACKUP, priority=20)
+    relay = await messages_relay(clock, store, backup=True)
     too_long = {"type": "invalid_request_error", "message": "prompt is too long: 300000 tokens"}
     refusal = [*messages_events()[:2], named("error", {"type": "error", "error": too_long})]
     relay.fake.behaviours.update(
