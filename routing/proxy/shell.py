@@ -107,7 +107,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.body_size = 0
         self.rejected = False
         self.started = False  # whether the response has begun (no error body after that)
-        self.ended = False  # whether the response's last body part went out
+        self.body_ended = False  # whether the response's last body part went out
         self._working = False  # race_disconnect's work is running
         self._watcher: asyncio.Task[None] | None = None  # watching for the client leaving
         self._ended: Ended | None = None  # why it was cancelled, if it was
@@ -170,7 +170,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
             logger.exception("request %s failed", self.request_id)
             if not self.started:
                 await self.send_error(_internal_error())
-            elif not self.ended:  # a stream under way: ended in its own shape, never left open
+            elif not self.body_ended:  # a stream under way: ended in its own shape, never left open
                 await self._end_stream_failed()
         finally:
             self.finished()
@@ -181,7 +181,7 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
 
     async def send_body(self, body: bytes, *, more_body: bool = False) -> None:
         self.sent_bytes += len(body)
-        self.ended = not more_body
+        self.body_ended = not more_body
         await super().send_body(body, more_body=more_body)
 
     async def _end_stream_failed(self) -> None:
