@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from resilience.domain.classify.retry_hints import count_of
+
 STATUS_MIN = 100
 STATUS_MAX = 599
 
@@ -217,8 +219,7 @@ def parse_reset_countdown_ms(text: str) -> int | None:
     digits = found.group(1).lstrip("0") if found is not None else ""
     if found is None or not digits:
         return None
-    # Past 15 digits a count is past every cap in any unit: not read on (int() refuses 4 300).
-    count = int(digits) if len(digits) <= 15 else 10**15
+    count = count_of(digits)
     return count * UNIT_MS[found.group(2)] if count > 0 else None
 
 

@@ -106,7 +106,7 @@ def reset_at_from_headers(headers: Mapping[str, str], *, now: float, tz: tzinfo)
     found = _LEADING_INTEGER.match(reset) if reset else None
     if found is None:
         return None
-    value = min(_count(found.group(1)), _MAX_EPOCH_MS)
+    value = min(count_of(found.group(1)), _MAX_EPOCH_MS)
     return value / 1000 if value > EPOCH_MS_THRESHOLD else float(value)
 
 
@@ -194,7 +194,7 @@ def header_value(headers: Mapping[str, str], name: str) -> str | None:
 def _retry_after_instant(value: str, *, now: float, tz: tzinfo) -> float | None:
     stripped = value.strip()
     if _INTEGER.fullmatch(stripped):
-        return now + min(_count(stripped), _MAX_HINT_SECONDS)
+        return now + min(count_of(stripped), _MAX_HINT_SECONDS)
     instant = _http_date(stripped)
     return instant if instant is not None else _iso_instant(stripped, tz)
 
@@ -321,20 +321,14 @@ def _countdown_ms(text: str, now: float, tz: tzinfo) -> int | None:
     for pattern in (_RESETS_AFTER, _RESETS_IN):
         found = pattern.search(text)
         if found and any(found.groups()):
-            hours, minutes, seconds = (_count(group or "0") for group in found.groups())
+            hours, minutes, seconds = (count_of(group or "0") for group in found.groups())
             return _positive_ms((hours * 3600 + minutes * 60 + seconds) * 1000)
     return None
 
 
 def _days_ms(text: str, now: float, tz: tzinfo) -> int | None:
     found = _RESETS_IN_DAYS.search(text)
-    return _positive_ms(_count(found.group(1)) * DAY_MS) if found else None
-
-
-def _count(digits: str) -> int:
-    """A run of digits as an integer, saturated: past 18 digits it is past every cap, and
-    ``int()`` refuses a text of over 4 300 digits (an upstream may write 5 000)."""
-    return int(digits) if len(digits) <= 18 else 10**18
+    return _positive_ms(count_of(found.group(1)) * DAY_MS) if found else None
 
 
 # -- instants and caps ----------------------------------------------------------------------------
@@ -369,3 +363,10 @@ def _ms_until_local(day: date, at: time, *, now: float, tz: tzinfo) -> int:
     target = datetime.combine(day, at, tzinfo=tz).timestamp()
     ms = round((target - now) * 1000)
     return ms if 0 < ms <= _DST_SLACK_MS else DAY_MS
+
+
+def count_of(digits: str) -> int:
+    """A run of digits (an upstream's countdown, a header's seconds) as an integer, saturated
+    at 10**18: past that it is past every cap, and ``int()`` refuses a text of over 4 300
+    digits, which an upstream may write."""
+    return int(digits) if len(digits) <= 18 else 10**18

@@ -100,18 +100,8 @@ def anthropic_error_body(status: int, body: bytes) -> bytes:
 
 
 # An in-band error's type as the status a plain answer would have had: the Messages API's
-# types, which the Chat Completions API shares for the same refusals.
-_IN_BAND_STATUSES = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "billing_error": 402,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "overloaded_error": 529,
-}
+# types above read backwards (overloaded is 529), which the Chat Completions API shares.
+_IN_BAND_STATUSES = {kind: status for status, kind in _ANTHROPIC_TYPES.items()} | {"api_error": 500}
 IN_BAND_DEFAULT_STATUS = 502  # an error event whose type says nothing more
 
 
