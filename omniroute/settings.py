@@ -241,6 +241,9 @@ REQUEST_LOG_QUEUE_SIZE = env_int("OMNIROUTE_REQUEST_LOG_QUEUE_SIZE", 10_000, min
 REQUEST_LOG_MAX_AGE_DAYS = env_float("OMNIROUTE_REQUEST_LOG_MAX_AGE_DAYS", 7.0, minimum=0.001)
 REQUEST_LOG_MAX_ROWS = env_int("OMNIROUTE_REQUEST_LOG_MAX_ROWS", 100_000, minimum=1)
 REQUEST_LOG_PRUNE_SECONDS = env_float("OMNIROUTE_REQUEST_LOG_PRUNE_SECONDS", 60.0, minimum=0.1)
+# The log's inserts in a child process of each serving process, off its interpreter lock
+# (docs/operating.md, "Request log"); off, the writer thread inserts them itself.
+REQUEST_LOG_PROCESS = env.bool("OMNIROUTE_REQUEST_LOG_PROCESS", default=True)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

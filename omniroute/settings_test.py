@@ -40,3 +40,5 @@ if "omniroute.tools" not in INSTALLED_APPS:  # noqa: F405
 # transaction: off in the suite's process unless asked for. The gateways the end-to-end tests
 # start turn it on (tests/e2e/conftest.py), each with its own database.
 REQUEST_LOG_ENABLED = env.bool("OMNIROUTE_REQUEST_LOG", default=False)
+# A child process cannot see the test run's own database: in-process tests write in the thread.
+REQUEST_LOG_PROCESS = env.bool("OMNIROUTE_REQUEST_LOG_PROCESS", default=False)

@@ -81,6 +81,7 @@ def _gateway_env(data_dir: Path) -> dict[str, str]:
         OMNIROUTE_STORE_TIMEOUT_MS="250",
         # The production default, which the test suite's own process turns off.
         OMNIROUTE_REQUEST_LOG="1",
+        OMNIROUTE_REQUEST_LOG_PROCESS="1",
     )
     return env
 

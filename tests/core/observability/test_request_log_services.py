@@ -94,12 +94,12 @@ def test_the_writer_thread_keeps_its_connection_until_a_database_error(
 
     def in_writer_thread() -> None:
         try:
-            writer._write_rows([_record(1)])
-            writer._write_rows([_record(2)])
+            writer.write_rows([_record(1)])
+            writer.write_rows([_record(2)])
             seen["after two batches"] = list(closed)
             monkeypatch.setattr(services, "request_log_write", failing)
             with pytest.raises(DatabaseError):
-                writer._write_rows([_record(3)])
+                writer.write_rows([_record(3)])
             seen["after an error"] = list(closed)
         finally:
             connection.close()

@@ -3,9 +3,11 @@
 ``submit`` is all the request path pays: one non-blocking put on a bounded queue. One daemon
 thread per process takes what is queued in batches of up to :data:`BATCH_SIZE` (letting a
 batch gather for :data:`LINGER_SECONDS` after its first record, unless a full batch is waiting
-already: a backlog is written batch after batch, never at one batch per linger), writes each
-batch in one insert, and prunes the table by age and count every
-``REQUEST_LOG_PRUNE_SECONDS`` (never per request). When the database falls behind and the queue
+already: a backlog is written batch after batch, never at one batch per linger), has each
+batch written in one insert, and the table pruned by age and count every
+``REQUEST_LOG_PRUNE_SECONDS`` (never per request): by the writer process
+(:mod:`~omniroute.core.observability.requestlog.process`, ``REQUEST_LOG_PROCESS``), else
+itself. When the database falls behind and the queue
 is full, a new record is dropped and counted (``dropped``, and the
 ``omniroute_request_log_dropped_total`` counter on ``/metrics``): the request never waits for
 its log line. A graceful stop waits up to :data:`FLUSH_SECONDS` for what is queued to be written
@@ -25,6 +27,7 @@ from datetime import timedelta
 from django.conf import settings
 from prometheus_client import Counter
 
+from omniroute.core.observability.requestlog.process import WriterProcess
 from omniroute.core.observability.requestlog.record import RequestRecord
 
 __all__ = [
@@ -155,14 +158,14 @@ _writer: RequestLogWriter | None = None
 _building = threading.Lock()
 
 
-def _write_rows(records: list[RequestRecord]) -> None:
+def write_rows(records: list[RequestRecord]) -> None:
     from omniroute.core.observability.requestlog.services import request_log_write
 
     with _reconnecting_on_error():
         request_log_write(records=records)
 
 
-def _prune_rows() -> None:
+def prune_rows() -> None:
     from django.utils import timezone
 
     from omniroute.core.observability.requestlog.services import request_log_prune
@@ -195,10 +198,17 @@ def request_log_writer() -> RequestLogWriter | None:
     if _writer is None and settings.REQUEST_LOG_ENABLED:
         with _building:
             if _writer is None:
+                write: Write = write_rows
+                prune: Callable[[], object] = prune_rows
+                if settings.REQUEST_LOG_PROCESS:
+                    child = WriterProcess.for_this_interpreter(
+                        fallback_write=write_rows, fallback_prune=prune_rows
+                    )
+                    write, prune = child.write, child.prune
                 _writer = RequestLogWriter(
                     capacity=settings.REQUEST_LOG_QUEUE_SIZE,
-                    write=_write_rows,
-                    prune=_prune_rows,
+                    write=write,
+                    prune=prune,
                     prune_every_seconds=settings.REQUEST_LOG_PRUNE_SECONDS,
                 )
     return _writer

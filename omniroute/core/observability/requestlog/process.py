@@ -1,0 +1,227 @@
+"""The request log's writer process: the database work of the log, off the serving process.
+
+A thread that inserts rows shares the serving process's interpreter lock with the event loop.
+SQLite gives the lock up around every row it steps, and taking it back from a busy event loop
+waits for the loop's switch interval: under load each row cost the process about five times
+what it costs an idle one, and the log took a fifth of a plain request's CPU
+(docs/operating.md, "Request log"). So each serving process starts one child process, on the
+first batch, that owns the log's inserts and pruning; the writer thread
+(:mod:`~omniroute.core.observability.requestlog.writer`) only hands it batches.
+
+The protocol, over the child's stdin and stdout: the parent sends frames (a 4-byte length,
+then a pickle of ``(kind, payload)``), one at a time, and reads one 4-byte status back for each
+before it sends the next, so "written" means committed by the child. The child ignores SIGINT
+and SIGTERM: a stop writes what is queued through it first, and the child leaves when its
+stdin closes, which is also what a parent killed outright does. A child that cannot be started,
+or is gone, has its batch written by the parent's thread instead, so a batch is never lost to
+it; a request id already logged is skipped, so a batch the child committed before it died is
+not logged twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import fields
+from operator import attrgetter
+from typing import IO, Any
+
+from omniroute.core.observability.requestlog.record import (
+    RequestRecord,
+    StepKind,
+    TrailStep,
+)
+
+__all__ = ["WriterGone", "WriterProcess", "packed", "unpacked"]
+
+logger = logging.getLogger(__name__)
+
+FRAME = struct.Struct(">I")  # a frame's length, before its pickle
+STATUS = struct.Struct(">I")  # the child's answer to one frame
+WRITE, PRUNE = "write", "prune"
+DONE, FAILED = 0, 1
+STOP_SECONDS = 5.0  # how long ``close`` waits for the child to finish and leave
+
+Batch = Callable[[list[RequestRecord]], object]
+Packed = tuple[Any, ...]
+
+# Each dataclass's fields in their order, ``trail`` (the record's last) and ``kind`` (the step's
+# first) apart: the two are packed by hand.
+_RECORD = [field.name for field in fields(RequestRecord)]
+_STEP = [field.name for field in fields(TrailStep)]
+assert _RECORD[-1] == "trail" and _STEP[0] == "kind"
+_record_fields = attrgetter(*_RECORD[:-1])
+_step_rest = attrgetter(*_STEP[1:])
+
+
+class WriterGone(Exception):
+    """The child could not be started, or left in the middle of a frame."""
+
+
+def packed(record: RequestRecord) -> Packed:
+    """``record`` as plain values: cheap to build and to pickle, where a slotted dataclass and
+    an enum pickle through Python code of their own."""
+    trail = tuple((step.kind.value, *_step_rest(step)) for step in record.trail)
+    return (*_record_fields(record), trail)
+
+
+def unpacked(values: Packed) -> RequestRecord:
+    """The record :func:`packed` gave."""
+    *fields, trail = values
+    steps = tuple(TrailStep(StepKind(kind), *rest) for kind, *rest in trail)
+    return RequestRecord(**dict(zip(_RECORD[:-1], fields, strict=True)), trail=steps)
+
+
+class WriterProcess:
+    """The parent's handle on its writer process: ``write`` and ``prune`` each send one frame
+    and wait for the child's answer. Used by the writer thread alone (one frame at a time)."""
+
+    def __init__(
+        self, *, fallback_write: Batch, fallback_prune: Callable[[], object], argv: list[str]
+    ) -> None:
+        self._argv = argv
+        self._fallback_write, self._fallback_prune = fallback_write, fallback_prune
+        self._child: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def for_this_interpreter(
+        cls, *, fallback_write: Batch, fallback_prune: Callable[[], object]
+    ) -> WriterProcess:
+        """A writer process running this module with the interpreter that runs the gateway."""
+        argv = [sys.executable, "-m", __name__]
+        return cls(fallback_write=fallback_write, fallback_prune=fallback_prune, argv=argv)
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id, if one runs."""
+        return self._child.pid if self._child is not None else None
+
+    def write(self, records: list[RequestRecord]) -> None:
+        """Have the child insert ``records`` (in this thread when it cannot)."""
+        try:
+            self._send(WRITE, [packed(record) for record in records])
+        except WriterGone:
+            logger.warning("the request log's writer process is gone: its batch is written here")
+            self._fallback_write(records)
+
+    def prune(self) -> None:
+        """Have the child prune the table (in this thread when it cannot)."""
+        try:
+            self._send(PRUNE, None)
+        except WriterGone:
+            self._fallback_prune()
+
+    def close(self) -> None:
+        """Close the child's input and wait, bounded, for it to leave."""
+        child, self._child = self._child, None
+        if child is None:
+            return
+        if child.stdin is not None:
+            child.stdin.close()
+        try:
+            child.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+    def _send(self, kind: str, payload: object) -> None:
+        child = self._running()
+        frame = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            child.stdin.write(FRAME.pack(len(frame)) + frame)
+            child.stdin.flush()
+            answer = _read_exactly(child.stdout, STATUS.size)
+        except OSError as exc:
+            self._forget(child)
+            raise WriterGone(str(exc)) from exc
+        if len(answer) < STATUS.size:
+            self._forget(child)
+            raise WriterGone(f"the writer process left with {child.poll()}")
+        if STATUS.unpack(answer)[0] != DONE:  # the child logged why
+            raise RuntimeError(f"the request log's writer process could not {kind}")
+
+    def _running(self) -> subprocess.Popen[bytes]:
+        if self._child is not None and self._child.poll() is None:
+            return self._child
+        if self._child is not None:
+            self._forget(self._child)
+        try:
+            self._child = subprocess.Popen(  # noqa: S603: this interpreter and this module
+                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+            )
+        except OSError as exc:
+            raise WriterGone(f"the writer process could not start: {exc}") from exc
+        return self._child
+
+    def _forget(self, child: subprocess.Popen[bytes]) -> None:
+        """Let a child that failed go: its pipes closed, reaped, killed if it still runs."""
+        if self._child is child:
+            self._child = None
+        for pipe in (child.stdin, child.stdout):
+            if pipe is not None:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    """``size`` bytes from ``stream``, or fewer if it ended first."""
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def serve(
+    frames: IO[bytes], statuses: IO[bytes], write: Batch, prune: Callable[[], object]
+) -> None:
+    """The child's loop: each frame is written or pruned and answered, until ``frames`` ends."""
+    while True:
+        head = _read_exactly(frames, FRAME.size)
+        if len(head) < FRAME.size:
+            return  # the parent closed its end, or is gone
+        kind, payload = pickle.loads(_read_exactly(frames, FRAME.unpack(head)[0]))
+        status = DONE
+        try:
+            if kind == WRITE:
+                write([unpacked(values) for values in payload])
+            else:
+                prune()
+        except Exception:
+            logger.exception("the request log could not %s", kind)
+            status = FAILED
+        statuses.write(STATUS.pack(status))
+        statuses.flush()
+
+
+def main() -> None:
+    """The writer process: Django set up with the parent's settings (its environment), then
+    :func:`serve` on stdin; its own output goes to stderr, so that stdout carries answers only."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    statuses = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    import django
+
+    django.setup()
+    from omniroute.core.observability.requestlog.writer import prune_rows, write_rows
+
+    serve(sys.stdin.buffer, statuses, write_rows, prune_rows)
+
+
+if __name__ == "__main__":
+    main()
