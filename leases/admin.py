@@ -24,7 +24,7 @@ from leases.domain.states import (
 )
 from leases.models import ExclusiveConnectionLease
 from leases.services import lease_invalidate
-from omniroute.core.admin import BoundedSearchAdmin, Tone, human_duration, moment, state_badge
+from omniroute.core.admin import BoundedAdmin, Tone, human_duration, moment, state_badge
 
 OWNER_PREFIX_CHARS = 12
 EXPIRED_NOT_ENDED = "ACTIVE (expired, ends at the next lease operation)"
@@ -62,7 +62,7 @@ def _revoke_reason(request: HttpRequest) -> EndReason | None:
 
 
 @admin.register(ExclusiveConnectionLease)
-class ExclusiveConnectionLeaseAdmin(BoundedSearchAdmin):
+class ExclusiveConnectionLeaseAdmin(BoundedAdmin):
     """Read-only leases; operators end one through the revoke action."""
 
     # One state column with the time left; the other times are on the lease's page.

@@ -7,6 +7,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from omniroute.core.admin import bound_stock_admins
 from omniroute.dashboard.views import dashboard
 from omniroute.metrics import metrics
 from omniroute.views import ApiRootView, DocsAccess, api_not_found, no_favicon
@@ -18,6 +19,7 @@ admin.site.index_title = "Operate the gateway"
 # The app list beside every page took a quarter of a 1 280-pixel screen from the change lists;
 # the breadcrumbs and the index (with its health line) lead everywhere it did.
 admin.site.enable_nav_sidebar = False
+bound_stock_admins(admin.site)  # the user and group admins, bounded as the project's are
 
 DOCS = [DocsAccess]  # the schema and its page: operators only, unless debug or opted out
 

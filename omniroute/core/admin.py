@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
@@ -124,9 +127,40 @@ class JsonTextField(forms.JSONField):
         return shown
 
 
-class BoundedSearchAdmin(ModelAdminBase):
-    """Every project admin's base: a search of over ``MAX_SEARCH_CHARS`` characters finds
-    nothing and says why, where SQLite refused it as a LIKE pattern too complex (a 500)."""
+# The ids a database's integer key can hold: a larger one is refused by SQLite's driver and by
+# PostgreSQL, each with an error of its own (a 500).
+_KEY_RANGE = range(-(2**63), 2**63)
+
+
+def _is_selectable(model_admin: admin.ModelAdmin[Any], value: str) -> bool:
+    """Whether ``value``, one id of an action's selection, can name a row of the model."""
+    key = model_admin.model._meta.pk
+    assert key is not None
+    if "\x00" in value:  # no text column holds it, and PostgreSQL refuses it in a query
+        return False
+    try:
+        converted = key.to_python(value)
+    except ValidationError:
+        return False
+    return not isinstance(converted, int) or converted in _KEY_RANGE
+
+
+class BoundedAdmin(ModelAdminBase):
+    """Every project admin's base, for what a forged form can send.
+
+    - A search of over ``MAX_SEARCH_CHARS`` characters finds nothing and says why, where SQLite
+      refused it as a LIKE pattern too complex (a 500).
+    - An action's selection holding an id that is no id of the model (a word, a NUL, a number
+      past 64 bits) changes nothing and says why, where the lookup raised (a 500).
+    """
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if not all(_is_selectable(self, value) for value in selected):
+            message = "The selection holds an id that names no item. No items have been changed."
+            self.message_user(request, message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -138,7 +172,7 @@ class BoundedSearchAdmin(ModelAdminBase):
         return super().get_search_results(request, queryset, search_term)
 
 
-class ServiceAdmin(BoundedSearchAdmin):
+class ServiceAdmin(BoundedAdmin):
     """Base admin: a service's ValidationError rolls the save back and is reported, not a 500."""
 
     formfield_overrides = {
@@ -160,3 +194,20 @@ class ServiceAdmin(BoundedSearchAdmin):
         except ValidationError as exc:
             self.message_user(request, "; ".join(exc.messages), messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
+
+
+class BoundedUserAdmin(BoundedAdmin, UserAdmin):
+    """Django's user admin with the project admins' bounds."""
+
+
+class BoundedGroupAdmin(BoundedAdmin, GroupAdmin):
+    """Django's group admin with the project admins' bounds."""
+
+
+def bound_stock_admins(site: admin.AdminSite) -> None:
+    """Give the user and group admins Django registers the project admins' bounds (before the
+    site's URLs are built)."""
+    for model, bounded in ((User, BoundedUserAdmin), (Group, BoundedGroupAdmin)):
+        if site.is_registered(model):
+            site.unregister(model)
+        site.register(model, bounded)

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
 
-from omniroute.core.admin import BoundedSearchAdmin, Tone, human_seconds, moment, state_badge
+from omniroute.core.admin import BoundedAdmin, Tone, human_seconds, moment, state_badge
 from resilience.domain.breaker.machine import Breaker, BreakerState
 from resilience.models import CircuitBreaker
 from resilience.persistence import policy_from_dict
@@ -30,7 +30,7 @@ def _breaker(row: CircuitBreaker) -> Breaker:
 
 
 @admin.register(CircuitBreaker)
-class CircuitBreakerAdmin(BoundedSearchAdmin):
+class CircuitBreakerAdmin(BoundedAdmin):
     """Read-only breaker state; operators act through the reset action."""
 
     # One state column with the time left; the transitions are on the breaker's page.

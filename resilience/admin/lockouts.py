@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from omniroute.core.admin import BoundedSearchAdmin, human_seconds
+from omniroute.core.admin import BoundedAdmin, human_seconds
 from resilience.models import ModelCooldown
 from resilience.services.lockout_operations import (
     LabelledLock,
@@ -83,7 +83,7 @@ class UnlockForm(forms.Form):
 
 
 @admin.register(ModelCooldown)
-class ModelCooldownAdmin(BoundedSearchAdmin):
+class ModelCooldownAdmin(BoundedAdmin):
     """Read-only list of the live model lockouts; operators act through unlock."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

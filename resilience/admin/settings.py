@@ -21,7 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from omniroute.core.admin import BoundedSearchAdmin, ModelFormBase
+from omniroute.core.admin import BoundedAdmin, ModelFormBase
 from omniroute.core.settings import (
     ROOT_FIELD,
     SETTINGS,
@@ -185,7 +185,7 @@ def _fieldset(group: str, paths: list[str]) -> tuple[str | None, _FieldOpts]:
 
 
 @admin.register(ResilienceSettings)
-class ResilienceSettingsAdmin(BoundedSearchAdmin):
+class ResilienceSettingsAdmin(BoundedAdmin):
     """One page: the changelist redirects to it; nothing to add or delete."""
 
     form = ResilienceSettingsForm

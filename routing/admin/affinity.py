@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpR
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 
-from omniroute.core.admin import BoundedSearchAdmin, Tone, human_duration, moment, state_badge
+from omniroute.core.admin import BoundedAdmin, Tone, human_duration, moment, state_badge
 from routing.models import SessionAffinityPin
 from routing.services.affinity import affinity_pins_clear, affinity_pins_clear_all
 
@@ -25,7 +25,7 @@ HASH_SHOWN_CHARS = 12
 
 
 @admin.register(SessionAffinityPin)
-class SessionAffinityPinAdmin(BoundedSearchAdmin):
+class SessionAffinityPinAdmin(BoundedAdmin):
     """Read-only pins; operators clear them, and those sessions choose afresh next time."""
 
     change_list_template = "admin/routing/sessionaffinitypin/change_list.html"

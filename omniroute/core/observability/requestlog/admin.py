@@ -17,7 +17,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from omniroute.core.admin import BoundedSearchAdmin, Tone, moment, state_badge
+from omniroute.core.admin import BoundedAdmin, Tone, moment, state_badge
 from omniroute.core.observability.requestlog.models import RequestLogEntry
 
 ID_SHOWN_CHARS = 12  # enough to tell requests apart; the page and the search take the whole id
@@ -64,7 +64,7 @@ class ModelFilter(RecentValuesFilter):
 
 
 @admin.register(RequestLogEntry)
-class RequestLogEntryAdmin(BoundedSearchAdmin):
+class RequestLogEntryAdmin(BoundedAdmin):
     """Finished /v1 requests, newest first; nothing to add, change or delete here."""
 
     # Six columns: the list fits a 1 280-pixel screen (the page has the rest).
