@@ -165,6 +165,24 @@ def test_a_child_that_is_gone_has_its_batch_written_by_the_parent(tmp_path: Path
     writer.close()
 
 
+def test_a_child_that_stops_answering_is_killed_and_its_batch_written_by_the_parent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given: a child that reads its frame and never answers (wedged), and a short bound
+    monkeypatch.setattr(process, "ANSWER_SECONDS", 0.5)
+    fallback = Fallback()
+    wedged = "import sys, time; sys.stdin.buffer.read(8); time.sleep(600)"
+    writer = _writer([sys.executable, "-c", wedged], fallback)
+
+    # when
+    writer.write([_record(1)])
+
+    # then: the batch is not lost, and the wedged child is gone
+    assert fallback.written == ["req-1"]
+    assert writer.pid is None
+    writer.close()
+
+
 def test_a_child_that_cannot_start_has_its_batch_written_by_the_parent(tmp_path: Path) -> None:
     fallback = Fallback()
     writer = _writer([str(tmp_path / "no-such-program")], fallback)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import fields
 from operator import attrgetter
@@ -47,6 +49,10 @@ STATUS = struct.Struct(">I")  # the child's answer to one frame
 WRITE, PRUNE = "write", "prune"
 DONE, FAILED = 0, 1
 STOP_SECONDS = 5.0  # how long ``close`` waits for the child to finish and leave
+# How long the parent waits for the answer to one frame: a child silent for longer is wedged
+# (a batch takes milliseconds; the database's own lock wait is 5 s on SQLite). It is killed and
+# its batch written by the parent, so the writer thread is never held for good.
+ANSWER_SECONDS = 60.0
 
 Batch = Callable[[list[RequestRecord]], object]
 Packed = tuple[Any, ...]
@@ -137,7 +143,7 @@ class WriterProcess:
         try:
             child.stdin.write(FRAME.pack(len(frame)) + frame)
             child.stdin.flush()
-            answer = _read_exactly(child.stdout, STATUS.size)
+            answer = _answer(child.stdout.fileno())
         except OSError as exc:
             self._forget(child)
             raise WriterGone(str(exc)) from exc
@@ -173,6 +179,21 @@ class WriterProcess:
         if child.poll() is None:
             child.kill()
         child.wait()
+
+
+def _answer(fd: int) -> bytes:
+    """The child's answer to one frame, read from its stdout's descriptor (never through a
+    buffer, so that waiting on it is exact); fewer bytes if it ended first."""
+    data, deadline = b"", time.monotonic() + ANSWER_SECONDS
+    while len(data) < STATUS.size:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise OSError(f"the writer process did not answer within {ANSWER_SECONDS:g} s")
+        chunk = os.read(fd, STATUS.size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes:
