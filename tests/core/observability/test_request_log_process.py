@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import resource
 import signal
 import subprocess
 import sys
@@ -181,6 +182,62 @@ def test_a_child_that_stops_answering_is_killed_and_its_batch_written_by_the_par
     assert fallback.written == ["req-1"]
     assert writer.pid is None
     writer.close()
+
+
+def test_a_child_that_stops_reading_does_not_hold_the_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # given: a child that reads nothing, and a batch larger than a pipe's buffer (64 KiB)
+    monkeypatch.setattr(process, "ANSWER_SECONDS", 0.5)
+    fallback = Fallback()
+    writer = _writer([sys.executable, "-c", "import time; time.sleep(600)"], fallback)
+    batch = [_record(index) for index in range(2000)]
+
+    # when
+    writer.write(batch)
+
+    # then
+    assert len(fallback.written) == 2000
+    assert writer.pid is None
+    writer.close()
+
+
+def test_a_child_that_fails_is_not_started_again_at_every_batch(tmp_path: Path) -> None:
+    # given: a child that leaves at once, each start counted
+    starts, fallback = tmp_path / "starts", Fallback()
+    leaves = f"open({str(starts)!r}, 'a').write('started\\n')"
+    writer = _writer([sys.executable, "-c", leaves], fallback)
+
+    # when: three batches and a prune, well within the pause after a failure
+    for index in range(3):
+        writer.write([_record(index)])
+    writer.prune()
+
+    # then: one start; the thread wrote everything meanwhile
+    assert starts.read_text().split() == ["started"]
+    assert fallback.written == ["req-0", "req-1", "req-2"] and fallback.pruned == 1
+
+
+def test_descriptors_past_1023_are_waited_on(tmp_path: Path) -> None:
+    # given: the child's pipes get descriptors past what select() takes
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit on open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    out, fallback = tmp_path / "rows", Fallback()
+    writer = _writer([sys.executable, "-c", CHILD, str(out)], fallback)
+    try:
+        # when
+        writer.write([_record(1)])
+        # then: the child wrote it
+        assert writer.pid is not None
+        assert out.read_text().split() == ["req-1"] and fallback.written == []
+    finally:
+        writer.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_child_that_cannot_start_has_its_batch_written_by_the_parent(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ not logged twice.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import select
@@ -34,6 +35,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import IO, Any
 
+from omniroute.codepath import child_environ, python_module
 from omniroute.core.observability.requestlog.record import (
     RequestRecord,
     StepKind,
@@ -42,7 +44,8 @@ from omniroute.core.observability.requestlog.record import (
 
 __all__ = ["WriterGone", "WriterProcess", "packed", "unpacked"]
 
-logger = logging.getLogger(__name__)
+# Named, not ``__name__``: the child runs this module as ``__main__``.
+logger = logging.getLogger("omniroute.core.observability.requestlog.process")
 
 FRAME = struct.Struct(">I")  # a frame's length, before its pickle
 STATUS = struct.Struct(">I")  # the child's answer to one frame
@@ -53,6 +56,7 @@ STOP_SECONDS = 5.0  # how long ``close`` waits for the child to finish and leave
 # (a batch takes milliseconds; the database's own lock wait is 5 s on SQLite). It is killed and
 # its batch written by the parent, so the writer thread is never held for good.
 ANSWER_SECONDS = 60.0
+RESTART_PAUSE_SECONDS = 10.0  # after a child failed, the thread writes alone this long
 
 Batch = Callable[[list[RequestRecord]], object]
 Packed = tuple[Any, ...]
@@ -94,13 +98,14 @@ class WriterProcess:
         self._argv = argv
         self._fallback_write, self._fallback_prune = fallback_write, fallback_prune
         self._child: subprocess.Popen[bytes] | None = None
+        self._start_after = 0.0  # no child is started before this (monotonic seconds)
 
     @classmethod
     def for_this_interpreter(
         cls, *, fallback_write: Batch, fallback_prune: Callable[[], object]
     ) -> WriterProcess:
         """A writer process running this module with the interpreter that runs the gateway."""
-        argv = [sys.executable, "-m", __name__]
+        argv = python_module("omniroute.core.observability.requestlog.process")
         return cls(fallback_write=fallback_write, fallback_prune=fallback_prune, argv=argv)
 
     @property
@@ -113,7 +118,6 @@ class WriterProcess:
         try:
             self._send(WRITE, [packed(record) for record in records])
         except WriterGone:
-            logger.warning("the request log's writer process is gone: its batch is written here")
             self._fallback_write(records)
 
     def prune(self) -> None:
@@ -140,15 +144,15 @@ class WriterProcess:
         child = self._running()
         frame = pickle.dumps((kind, payload), protocol=pickle.HIGHEST_PROTOCOL)
         assert child.stdin is not None and child.stdout is not None
+        deadline = time.monotonic() + ANSWER_SECONDS
         try:
-            child.stdin.write(FRAME.pack(len(frame)) + frame)
-            child.stdin.flush()
-            answer = _answer(child.stdout.fileno())
-        except OSError as exc:
-            self._forget(child)
+            _send_all(child.stdin.fileno(), FRAME.pack(len(frame)) + frame, deadline)
+            answer = _answer(child.stdout.fileno(), deadline)
+        except (OSError, ValueError) as exc:  # a broken pipe, a child silent past the bound
+            self._gone(child)
             raise WriterGone(str(exc)) from exc
         if len(answer) < STATUS.size:
-            self._forget(child)
+            self._gone(child)
             raise WriterGone(f"the writer process left with {child.poll()}")
         if STATUS.unpack(answer)[0] != DONE:  # the child logged why
             raise RuntimeError(f"the request log's writer process could not {kind}")
@@ -157,14 +161,35 @@ class WriterProcess:
         if self._child is not None and self._child.poll() is None:
             return self._child
         if self._child is not None:
-            self._forget(self._child)
+            self._gone(self._child)
+        if time.monotonic() < self._start_after:
+            raise WriterGone("the writer process failed a moment ago")
         try:
-            self._child = subprocess.Popen(  # noqa: S603: this interpreter and this module
-                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True
+            child = subprocess.Popen(  # noqa: S603: this interpreter and this module
+                self._argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                env=child_environ(os.environ),
             )
         except OSError as exc:
+            self._start_after = time.monotonic() + RESTART_PAUSE_SECONDS
             raise WriterGone(f"the writer process could not start: {exc}") from exc
-        return self._child
+        assert child.stdin is not None
+        os.set_blocking(child.stdin.fileno(), False)  # written with a deadline: _send_all
+        self._child = child
+        return child
+
+    def _gone(self, child: subprocess.Popen[bytes]) -> None:
+        """A child that failed: let it go, and start no other for a while (one that cannot
+        start would otherwise be started, and log its failure, at every batch)."""
+        self._forget(child)
+        self._start_after = time.monotonic() + RESTART_PAUSE_SECONDS
+        logger.warning(
+            "the request log's writer process is gone: the writer thread inserts the rows"
+            " for %g s, then starts another",
+            RESTART_PAUSE_SECONDS,
+        )
 
     def _forget(self, child: subprocess.Popen[bytes]) -> None:
         """Let a child that failed go: its pipes closed, reaped, killed if it still runs."""
@@ -181,19 +206,35 @@ class WriterProcess:
         child.wait()
 
 
-def _answer(fd: int) -> bytes:
+def _send_all(fd: int, data: bytes, deadline: float) -> None:
+    """Write ``data`` to the non-blocking descriptor ``fd`` by ``deadline`` (an ``OSError``
+    past it: a child that stopped reading must not hold the writer thread)."""
+    view = memoryview(data)
+    while view:
+        _wait_for(fd, select.POLLOUT, deadline)
+        view = view[os.write(fd, view) :]
+
+
+def _answer(fd: int, deadline: float) -> bytes:
     """The child's answer to one frame, read from its stdout's descriptor (never through a
-    buffer, so that waiting on it is exact); fewer bytes if it ended first."""
-    data, deadline = b"", time.monotonic() + ANSWER_SECONDS
+    buffer, so that waiting on it is exact) by ``deadline``; fewer bytes if it ended first."""
+    data = b""
     while len(data) < STATUS.size:
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            raise OSError(f"the writer process did not answer within {ANSWER_SECONDS:g} s")
+        _wait_for(fd, select.POLLIN, deadline)
         chunk = os.read(fd, STATUS.size - len(data))
         if not chunk:
             break
         data += chunk
     return data
+
+
+def _wait_for(fd: int, events: int, deadline: float) -> None:
+    """Until ``fd`` is ready for ``events`` (or closed), by ``deadline``; ``poll``, which takes
+    any descriptor, where ``select`` refuses one past 1 023."""
+    poller = select.poll()
+    poller.register(fd, events)
+    if not poller.poll(max(0, math.ceil((deadline - time.monotonic()) * 1000))):
+        raise OSError(f"the writer process did not answer within {ANSWER_SECONDS:g} s")
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes:
