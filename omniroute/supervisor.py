@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -81,6 +82,21 @@ def stop_with_parent() -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
+def reap_orphans(workers: set[int]) -> None:
+    """Reap the exited children that are no worker, never a worker (its ``Popen`` reaps it
+    and reads its status). As a container's PID 1 the supervisor inherits every process a
+    worker leaves behind: a worker's request-log writer process outlives it by a moment
+    (docs/operating.md, "Request log"), and would stay a zombie."""
+    while True:
+        try:
+            waitable = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return  # no child at all
+        if waitable is None or waitable.si_pid in workers:
+            return  # a worker first: the next round, once it is replaced
+        os.waitpid(waitable.si_pid, 0)
+
+
 @dataclass
 class Worker:
     """One running worker process and when it started (monotonic seconds)."""
@@ -111,6 +127,7 @@ class Supervisor:
         logger.info("supervising %d workers: %s", self.count, self._pids())
         while self.stop_signal is None:
             self._replace_exited()
+            reap_orphans({worker.process.pid for worker in self.workers})
             time.sleep(POLL_SECONDS)
         self._stop()
 
