@@ -231,16 +231,23 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 @contextmanager
 def spawned(
-    argv: list[str], env: dict[str, str], port: int, *, log: Path | None = None
+    argv: list[str],
+    env: dict[str, str],
+    port: int,
+    *,
+    log: Path | None = None,
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A child process that must be listening on ``port``; terminated on exit.
 
     With ``log``, its stderr goes to that file: a pipe nobody reads would block a child that
     logs much (a gateway logging every upstream failure, say) once the pipe buffer is full.
+    With ``cwd``, it runs there: another checkout's ``serve`` from before it ran its server
+    with ``python -P`` imported the server's code from the working directory.
     """
     with log.open("ab") if log is not None else contextlib.nullcontext() as sink:
         stderr = sink if sink is not None else subprocess.PIPE
-        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr, cwd=cwd)
     try:
         wait_for_port(port)
         yield process

@@ -16,7 +16,7 @@ def test_serve_collects_static_files_then_starts_daphne(settings: Settings, tmp_
     assert (tmp_path / "static/admin/css/base.css").is_file()
     assert (tmp_path / "static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui.css").is_file()
     argv = execv.call_args.args[1]
-    assert argv[1:3] == ["-m", "omniroute.server"] and "8123" in argv
+    assert argv[1:4] == ["-P", "-m", "omniroute.server"] and "8123" in argv
 
 
 def test_no_collectstatic_leaves_static_root_alone(settings: Settings, tmp_path: Path) -> None:

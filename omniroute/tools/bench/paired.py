@@ -135,8 +135,8 @@ def started_side(
         log = Path(data_dir) / "processes.log"
         key = seed_gateway(env, f"http://127.0.0.1:{fake_port}/v1", checkout)
         with (
-            spawned(fake, tool_env(env), fake_port, log=log) as upstream,
-            spawned(serve, env, gw_port, log=log) as gateway,
+            spawned(fake, tool_env(env), fake_port, log=log, cwd=checkout) as upstream,
+            spawned(serve, env, gw_port, log=log, cwd=checkout) as gateway,
         ):
             url = f"http://127.0.0.1:{gw_port}/v1/chat/completions"
             yield Side(name, url, key, gateway.pid, upstream.pid)

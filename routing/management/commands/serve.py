@@ -22,6 +22,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from omniroute.codepath import child_environ, python_module
+
 APPLICATION = "omniroute.asgi:application"
 SERVERS = ("daphne", "uvicorn")
 # A worker's own drain (decision: plain requests finish within 30 s of a stop, see
@@ -65,6 +67,8 @@ class Command(BaseCommand):
             refuse_daphne_on_ipv6(options["server"], options["host"])
         if options["collectstatic"]:
             call_command("collectstatic", interactive=False, verbosity=0)
+        # The servers (and their children) import this code, not the working directory's.
+        os.environ.update(child_environ(os.environ))
         if workers == 1:
             # A fresh interpreter: daphne's event loop policy must be set before its reactor.
             where = bound(options["server"], options["host"], options["port"])
@@ -100,12 +104,11 @@ def refuse_daphne_on_ipv6(server: str, host: str) -> None:
 def server_argv(server: str, access_log: bool, where: list[str]) -> list[str]:
     """The command line of one server process listening ``where`` (:func:`bound`,
     :func:`inherited`)."""
-    python = sys.executable
     if server == "uvicorn":
         logs = ["--access-log"] if access_log else []
-        return [python, "-m", "omniroute.uvicorn_server", *where, *logs]
+        return [*python_module("omniroute.uvicorn_server"), *where, *logs]
     logs = ["--access-log", "-"] if access_log else ["-v", "0"]
-    return [python, "-m", "omniroute.server", *where, "--proxy-headers", *logs, APPLICATION]
+    return [*python_module("omniroute.server"), *where, "--proxy-headers", *logs, APPLICATION]
 
 
 def bound(server: str, host: str, port: int) -> list[str]:
