@@ -3,7 +3,7 @@
 ``python -m omniroute.server`` looked in the working directory first: started from a directory
 holding another ``omniroute`` (another checkout: the paired bench ran each side's ``serve``
 from its own), the server ran that code instead. The request log's writer process, started the
-same way, did too (omniroute/codepath.py)."""
+same way, did too (omniroute/core/codepath.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 from cryptography.fernet import Fernet
 
-from omniroute.codepath import ROOT, child_environ
+from omniroute.core.codepath import ROOT, child_environ
 from omniroute.tools.loadgen import free_port, wait_for_port
 
 DECOY = 'raise ImportError("the working directory\'s omniroute was imported")\n'

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from omniroute.codepath import child_environ, python_module
+from omniroute.core.codepath import child_environ, python_module
 
 APPLICATION = "omniroute.asgi:application"
 SERVERS = ("daphne", "uvicorn")

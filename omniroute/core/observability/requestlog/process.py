@@ -35,7 +35,7 @@ from dataclasses import fields
 from operator import attrgetter
 from typing import IO, Any
 
-from omniroute.codepath import child_environ, python_module
+from omniroute.core.codepath import child_environ, python_module
 from omniroute.core.observability.requestlog.record import (
     RequestRecord,
     StepKind,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 __all__ = ["ROOT", "child_environ", "python_module"]
 
-ROOT = Path(__file__).resolve().parent.parent  # holds omniroute, routing, resilience, leases
+ROOT = Path(__file__).resolve().parents[2]  # holds omniroute, routing, resilience, leases
 
 
 def python_module(module: str) -> list[str]:
