@@ -8,9 +8,11 @@ import gc
 import os
 import socket
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
+from django.test import Client
 from pytest_django import DjangoDbBlocker
 
 from omniroute.core import state as resilience_state
@@ -60,6 +62,15 @@ async def settle_background_writes() -> AsyncIterator[None]:
     await publisher.settle()
     pending = [t for t in egress._background if t.get_loop() is asyncio.get_running_loop()]
     await asyncio.gather(*pending, return_exceptions=True)
+
+
+@pytest.fixture
+def staff_client(django_user_model: Any) -> Client:
+    """A Django client logged in as a superuser (every admin test's operator)."""
+    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
+    client = Client()
+    client.force_login(user)
+    return client
 
 
 @pytest.fixture

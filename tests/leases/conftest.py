@@ -17,7 +17,6 @@ from tests.routing.conftest import (
     primary,
     process_store,
     provider,
-    staff_client,
     store,
 )
 
@@ -36,6 +35,5 @@ __all__ = [
     "primary",
     "process_store",
     "provider",
-    "staff_client",
     "store",
 ]

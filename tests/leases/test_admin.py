@@ -24,15 +24,6 @@ pytestmark = pytest.mark.django_db
 CHANGELIST = reverse("admin:leases_exclusiveconnectionlease_changelist")
 
 
-@pytest.fixture
-def staff_client(django_user_model: Any) -> Client:
-    """A Django client logged in as a superuser."""
-    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def _messages(response: Any) -> list[tuple[int, str]]:
     return [(m.level, str(m)) for m in get_messages(response.wsgi_request)]
 

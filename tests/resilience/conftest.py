@@ -6,7 +6,6 @@ import asyncio
 from typing import Any
 
 import pytest
-from django.test import Client
 from rest_framework.test import APIClient
 
 from routing.domain.config.vocabulary import Scope
@@ -63,15 +62,6 @@ def manage_client(db: None) -> APIClient:
 def plain_client(db: None) -> APIClient:
     """A DRF client holding a key without any scope."""
     return _key_client(name="client")
-
-
-@pytest.fixture
-def staff_client(django_user_model: Any) -> Client:
-    """A Django client logged in as a superuser."""
-    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # --- State stores for the breaker and window-gate services (both backends, fake clock) ---------

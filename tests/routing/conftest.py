@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import pytest
-from django.test import Client
 from rest_framework.test import APIClient
 
 import routing.proxy.clock as proxy_clock
@@ -121,15 +119,6 @@ def manage_client(api_client: APIClient, manage_key: str) -> APIClient:
     """A DRF client sending the manage key as a Bearer token."""
     api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {manage_key}")
     return api_client
-
-
-@pytest.fixture
-def staff_client(django_user_model: Any) -> Client:
-    """A Django client logged in as a superuser."""
-    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 # --- the in-process consumer harness (tests/routing/harness.py) -----------------------------

@@ -25,14 +25,6 @@ INTEGER_KEYS = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "
 REFUSED = "The selection holds an id that names no item. No items have been changed."
 
 
-@pytest.fixture
-def staff_client(django_user_model: Any) -> Client:
-    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def _actions(client: Client, url: str) -> list[str]:
     page = client.get(url)
     if page.status_code == 302:  # a singleton's list goes to its one page: no actions
