@@ -26,12 +26,9 @@ PRIVATE = ["/api/", "/api/schema/", "/api/docs/"]
 
 
 @pytest.fixture
-def client(django_user_model: Any) -> Client:
+def client(staff_client: Client) -> Client:
     """A staff session: the pages below are an operator's."""
-    user = django_user_model.objects.create_superuser("root", "root@example.com", password=None)
-    staff = Client()
-    staff.force_login(user)
-    return staff
+    return staff_client
 
 
 AREAS = {
