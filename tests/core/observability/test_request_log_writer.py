@@ -121,3 +121,32 @@ def test_wait_until_written_is_bounded() -> None:
     assert not writer.wait_until_written(0.05)
     write.release.set()
     assert writer.wait_until_written(WAIT_SECONDS)
+
+
+def test_records_from_many_threads_are_each_written_once_in_their_order() -> None:
+    """The queue takes no lock per record: appends from several threads while the writer takes
+    batches lose no record, write none twice, and wake the writer whenever one waits."""
+    written: list[str] = []
+    writer = RequestLogWriter(
+        capacity=100_000,
+        write=lambda records: written.extend(r.request_id for r in records),
+        prune_every_seconds=3600,
+        batch_size=50,
+        linger_seconds=0.0,
+    )
+
+    def submit_all(thread: int) -> None:
+        for index in range(5000):
+            assert writer.submit(_record(thread * 10_000 + index))
+
+    threads = [threading.Thread(target=submit_all, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_SECONDS)
+
+    assert writer.wait_until_written(WAIT_SECONDS)
+    assert len(written) == len(set(written)) == 20_000 and writer.written == 20_000
+    for n in range(4):  # each thread's records in the order it submitted them
+        own = [int(rid[4:]) for rid in written if int(rid[4:]) // 10_000 == n]
+        assert own == sorted(own)

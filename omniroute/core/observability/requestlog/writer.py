@@ -17,9 +17,9 @@ its log line. A graceful stop waits up to :data:`FLUSH_SECONDS` for what is queu
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -65,7 +65,13 @@ def _nothing() -> None:
 
 
 class RequestLogWriter:
-    """A bounded queue of records and the thread that writes them in batches and prunes."""
+    """A bounded queue of records and the thread that writes them in batches and prunes.
+
+    The queue is a ``deque``: the request path appends without taking a lock (the interpreter
+    makes one append atomic), and wakes the thread only when the queue was found idle, once per
+    batch. A ``queue.Queue`` took two locks and signalled a condition for every record, put and
+    get, and the thread and the event loop contended for them at every request
+    (docs/operating.md, "Request log")."""
 
     def __init__(
         self,
@@ -77,10 +83,14 @@ class RequestLogWriter:
         batch_size: int = BATCH_SIZE,
         linger_seconds: float = LINGER_SECONDS,
     ) -> None:
-        self._queue: queue.Queue[RequestRecord] = queue.Queue(maxsize=capacity)
+        self._queue: deque[RequestRecord] = deque()
+        self._capacity = capacity
         self._write, self._prune = write, prune
         self._prune_every = prune_every_seconds
         self._batch_size, self._linger = batch_size, linger_seconds
+        self._wake = threading.Event()  # set when a record arrives while the thread is idle
+        self._busy = False  # the thread holds records taken from the queue and not yet written
+        self._written_cond = threading.Condition()  # notified after every batch
         self._thread: threading.Thread | None = None
         self._starting = threading.Lock()
         self.dropped = 0  # records refused because the queue was full
@@ -88,25 +98,27 @@ class RequestLogWriter:
 
     def submit(self, record: RequestRecord) -> bool:
         """Queue ``record`` without waiting; ``False`` (and counted) when the queue is full."""
-        try:
-            self._queue.put_nowait(record)
-        except queue.Full:
+        queue = self._queue
+        if len(queue) >= self._capacity:
             self.dropped += 1
             DROPPED.inc()
             return False
-        if self._thread is None:
-            self._start()
+        queue.append(record)
+        if not self._wake.is_set():
+            self._wake.set()
+            if self._thread is None:
+                self._start()
         return True
 
     def wait_until_written(self, timeout: float) -> bool:
         """Whether everything queued so far was written within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
-        with self._queue.all_tasks_done:
-            while self._queue.unfinished_tasks:
+        with self._written_cond:
+            while self._queue or self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
-                self._queue.all_tasks_done.wait(remaining)
+                self._written_cond.wait(remaining)
         return True
 
     def _start(self) -> None:
@@ -119,32 +131,29 @@ class RequestLogWriter:
     def _run(self) -> None:
         next_prune = time.monotonic()
         while True:
-            try:
-                first = self._queue.get(timeout=max(0.0, next_prune - time.monotonic()))
-            except queue.Empty:
-                pass
-            else:
-                if self._queue.qsize() + 1 < self._batch_size:  # less than a batch: let it gather
+            if not self._queue:
+                self._wake.wait(timeout=max(0.0, next_prune - time.monotonic()))
+            self._wake.clear()  # a record that arrives from now on sets it again
+            if self._queue:
+                if len(self._queue) < self._batch_size:  # less than a batch: let it gather
                     time.sleep(self._linger)  # the writer's own thread: no request waits on it
-                self._write_batch(first)
+                self._write_batch()
             if time.monotonic() >= next_prune:
                 self._safely(self._prune)
                 next_prune = time.monotonic() + self._prune_every
 
-    def _write_batch(self, first: RequestRecord) -> None:
-        batch = [first]
-        while len(batch) < self._batch_size:
-            try:
-                batch.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
+    def _write_batch(self) -> None:
+        self._busy = True  # before the first record leaves the queue: a flush waits for it
+        queue = self._queue
+        batch = [queue.popleft() for _ in range(min(len(queue), self._batch_size))]
         try:
             self._safely(lambda: self._write(batch))
             self.written += len(batch)
             WRITTEN.inc(len(batch))
         finally:
-            for _ in batch:
-                self._queue.task_done()
+            with self._written_cond:
+                self._busy = False
+                self._written_cond.notify_all()
 
     @staticmethod
     def _safely(work: Callable[[], object]) -> None:
