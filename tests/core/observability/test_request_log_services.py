@@ -10,7 +10,7 @@ from django.db import DatabaseError, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from omniroute.core.observability.requestlog import services, writer
-from omniroute.core.observability.requestlog.models import RequestLogEntry
+from omniroute.core.observability.requestlog.models import RECORDED, RequestLogEntry
 from omniroute.core.observability.requestlog.record import RequestRecord, StepKind, TrailStep
 from omniroute.core.observability.requestlog.services import request_log_prune, request_log_write
 
@@ -42,6 +42,38 @@ def test_a_batch_is_written_with_its_trail_and_long_names_cut_to_their_columns()
     assert entry.trail == []
     request_log_write(records=[RequestRecord("with-trail", 0.0, "/v1/x", 200, 1, trail=(step,))])
     assert RequestLogEntry.objects.get(request_id="with-trail").trail == [step.as_json()]
+
+
+def test_every_field_of_a_record_lands_in_its_own_column() -> None:
+    step = TrailStep(StepKind.TRIED, "p/m", 7, "success", 200, 12)
+    record = RequestRecord(
+        request_id="every-field",
+        started_at=NOW.timestamp(),
+        endpoint="/v1/responses",
+        status=201,
+        latency_ms=1001,
+        key_name="team-a",
+        key_prefix="sk-omr-ab",
+        model="asked",
+        provider="prov",
+        target_model="served",
+        connection_id=41,
+        connection_name="conn",
+        error_code="some_code",
+        time_to_first_token_ms=1002,
+        tokens_in=1003,
+        tokens_out=1004,
+        attempts=3,
+        trail=(step,),
+    )
+
+    request_log_write(records=[record])
+
+    entry = RequestLogEntry.objects.get(request_id="every-field")
+    stored = {name: getattr(entry, name) for name in RECORDED}
+    expected = {name: getattr(record, name) for name in RECORDED}
+    expected.update(started_at=NOW, trail=[step.as_json()])
+    assert stored == expected
 
 
 def test_a_request_id_already_logged_is_skipped_not_an_error() -> None:

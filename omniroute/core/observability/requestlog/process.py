@@ -67,6 +67,7 @@ _RECORD = [field.name for field in fields(RequestRecord)]
 _STEP = [field.name for field in fields(TrailStep)]
 assert _RECORD[-1] == "trail" and _STEP[0] == "kind"
 _record_fields = attrgetter(*_RECORD[:-1])
+_STEP_KINDS = {kind.value: kind for kind in StepKind}  # a dict look-up, not the enum's call
 _step_rest = attrgetter(*_STEP[1:])
 
 
@@ -84,8 +85,8 @@ def packed(record: RequestRecord) -> Packed:
 def unpacked(values: Packed) -> RequestRecord:
     """The record :func:`packed` gave."""
     *fields, trail = values
-    steps = tuple(TrailStep(StepKind(kind), *rest) for kind, *rest in trail)
-    return RequestRecord(**dict(zip(_RECORD[:-1], fields, strict=True)), trail=steps)
+    steps = tuple(TrailStep(_STEP_KINDS[kind], *rest) for kind, *rest in trail)
+    return RequestRecord(*[*fields, steps])  # in _RECORD's order, as packed: the trail last
 
 
 class WriterProcess:

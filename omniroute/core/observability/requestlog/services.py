@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import cache
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection, transaction
@@ -30,9 +31,7 @@ def _limits() -> dict[str, int]:
     }
 
 
-def _cut(text: str, field: str) -> str:
-    """``text`` within its column."""
-    return text[: _limits()[field]]
+_in_table_order = itemgetter(*RECORDED)  # a row's values from its columns, in RECORDED's order
 
 
 @cache
@@ -52,23 +51,23 @@ def _insert_sql(vendor: str) -> str:
 
 
 def _values(record: RequestRecord) -> tuple[Any, ...]:
-    """The record's row, in :data:`RECORDED`'s order."""
-    ops = connection.ops
+    """The record's row, in :data:`RECORDED`'s order, each text within its column."""
+    ops, limit = connection.ops, _limits()
     started_at = datetime.fromtimestamp(record.started_at, UTC)
     trail = [step.as_json() for step in record.trail]
     row = {
-        "request_id": _cut(record.request_id, "request_id"),
+        "request_id": record.request_id[: limit["request_id"]],
         "started_at": ops.adapt_datetimefield_value(started_at),
-        "key_name": _cut(record.key_name, "key_name"),
-        "key_prefix": _cut(record.key_prefix, "key_prefix"),
-        "endpoint": _cut(record.endpoint, "endpoint"),
-        "model": _cut(record.model, "model"),
-        "provider": _cut(record.provider, "provider"),
-        "target_model": _cut(record.target_model, "target_model"),
+        "key_name": record.key_name[: limit["key_name"]],
+        "key_prefix": record.key_prefix[: limit["key_prefix"]],
+        "endpoint": record.endpoint[: limit["endpoint"]],
+        "model": record.model[: limit["model"]],
+        "provider": record.provider[: limit["provider"]],
+        "target_model": record.target_model[: limit["target_model"]],
         "connection_id": record.connection_id,
-        "connection_name": _cut(record.connection_name, "connection_name"),
+        "connection_name": record.connection_name[: limit["connection_name"]],
         "status": record.status,
-        "error_code": _cut(record.error_code, "error_code"),
+        "error_code": record.error_code[: limit["error_code"]],
         "latency_ms": max(0, record.latency_ms),
         "time_to_first_token_ms": record.time_to_first_token_ms,
         "tokens_in": record.tokens_in,
@@ -76,7 +75,7 @@ def _values(record: RequestRecord) -> tuple[Any, ...]:
         "attempts": record.attempts,
         "trail": ops.adapt_json_value(trail, None),
     }
-    return tuple(row[column] for column in RECORDED)
+    return _in_table_order(row)
 
 
 def request_log_write(*, records: Iterable[RequestRecord]) -> int:
