@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from omniroute.core.observability.requestlog.record import RequestRecord, StepKind, TrailStep
+from routing.domain.attempts.outcomes import Outcome
 from routing.domain.client.usage import Tokens
 from routing.domain.config.snapshot import KeyInfo
 from routing.domain.plan.planning import Target
@@ -67,6 +68,8 @@ def _answered(context: AttemptContext | None) -> Target | None:
 def trail(context: AttemptContext) -> tuple[TrailStep, ...]:
     """Every target considered, in the plan's order: the ones planning left out (the catalog
     says they cannot serve the request), the ones a guard skipped, and each attempt made."""
+    if len(context.loop.attempts) == 1 and not context.plan.skipped and not context.loop.exclusions:
+        return (_tried(*context.loop.attempts[0]),)  # most requests: one attempt, nothing else
     order = {(t.connection.id, t.model): i for i, t in enumerate(context.plan.targets)}
     steps: list[tuple[int, TrailStep]] = [
         (order.get((t.connection.id, t.model), len(order)), _skipped(t, reasons, ""))
@@ -78,18 +81,22 @@ def trail(context: AttemptContext) -> tuple[TrailStep, ...]:
         position = order.get((target.connection.id, target.model), len(order))
         steps.append((position, _skipped(target, exclusion.reason, detail)))
     for target, outcome in context.loop.attempts:
-        step = TrailStep(
-            StepKind.TRIED,
-            target.label,
-            target.connection.id,
-            outcome.kind.value,
-            outcome.status,
-            outcome.latency_ms,
-            outcome.detail,
-        )
-        steps.append((order.get((target.connection.id, target.model), len(order)), step))
+        position = order.get((target.connection.id, target.model), len(order))
+        steps.append((position, _tried(target, outcome)))
     steps.sort(key=lambda pair: pair[0])  # stable: a target's own steps keep their order
     return tuple(step for _, step in steps)
+
+
+def _tried(target: Target, outcome: Outcome) -> TrailStep:
+    return TrailStep(
+        StepKind.TRIED,
+        target.label,
+        target.connection.id,
+        outcome.kind.value,
+        outcome.status,
+        outcome.latency_ms,
+        outcome.detail,
+    )
 
 
 def _skipped(target: Target, reason: str, detail: str) -> TrailStep:
