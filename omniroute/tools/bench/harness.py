@@ -1,6 +1,7 @@
 """The processes under test and one measured run: a warm-up, then a bounded load with the CPU
-time of the proxy under test (the gateway or the bare proxy), of the fake upstream and of the
-load generator (this process), and the fake upstream's counters, read around it."""
+time of the proxy under test (the gateway or the bare proxy: every process of it, and their
+children, such as the gateway's request-log writer), of the fake upstream and of the load
+generator (this process), and the fake upstream's counters, read around it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from omniroute.tools.loadgen import (
     manage,
     operator_key,
     process_cpu_seconds,
+    process_tree_cpu_seconds,
     run_load,
     seed_gateway,
     spawned,
@@ -53,7 +55,8 @@ class Bench:
     """One fake upstream and one gateway, seeded with the demo, and maybe the bare proxy in
     front of the same fake upstream; ``operator`` is a key with the ``manage`` scope for the
     management API, ``client`` the demo key for ``/v1``. ``proxies`` maps the base URL of each
-    proxy under test (the gateway's, the bare proxy's) to its process id."""
+    proxy under test (the gateway's, the bare proxy's) to its processes' ids: the CPU of a run
+    is summed over them and their children."""
 
     gw_pid: int
     fake: str
@@ -65,10 +68,11 @@ class Bench:
     control: aiohttp.ClientSession | None = field(default=None)
     fake_pid: int | None = None
     bare: str | None = None  # the bare proxy's base URL, when it runs
-    proxies: dict[str, int] = field(default_factory=dict)
+    proxies: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # the gateway's environment
 
     def __post_init__(self) -> None:
-        self.proxies.setdefault(self.gateway, self.gw_pid)
+        self.proxies.setdefault(self.gateway, (self.gw_pid,))
 
     def direct(self, model: str = "demo-model") -> Target:
         return (f"{self.fake}/v1/chat/completions", model, {})
@@ -117,10 +121,8 @@ class Bench:
         if self.control is None:
             self.control = aiohttp.ClientSession()
         await fake_stats(self.control, self.fake, reset=True)
-        proxy = next(
-            (pid for base, pid in self.proxies.items() if url.startswith(f"{base}/")), None
-        )
-        before = process_cpu_seconds(proxy) if proxy is not None else 0.0
+        pids = next((p for base, p in self.proxies.items() if url.startswith(f"{base}/")), ())
+        before = proxies_cpu_seconds(pids)
         upstream_before = self._fake_cpu()
         loadgen_before = time.process_time()
         measured = await run_load(
@@ -132,7 +134,7 @@ class Bench:
             max_requests=self.bounds.max_requests,
         )
         loadgen = time.process_time() - loadgen_before
-        cpu = process_cpu_seconds(proxy) - before if proxy is not None else None
+        cpu = proxies_cpu_seconds(pids) - before if pids else None
         upstream_cpu = self._fake_cpu() - upstream_before if self.fake_pid is not None else None
         upstream = await fake_stats(self.control, self.fake)
         result = summarise(label, stream, concurrency, measured, cpu, upstream)
@@ -151,6 +153,11 @@ class Bench:
         if self.control is not None:
             await self.control.close()
             self.control = None
+
+
+def proxies_cpu_seconds(pids: tuple[int, ...]) -> float:
+    """User + system CPU time so far of the processes ``pids`` and their live children."""
+    return sum(process_tree_cpu_seconds(pid) for pid in pids)
 
 
 def per_request(seconds: float | None, requests: int) -> float | None:
@@ -193,12 +200,12 @@ def started(
             gateway = stack.enter_context(spawned(serve, env, gw_port))
             gw_url = f"http://127.0.0.1:{gw_port}"
             bench = Bench(gateway.pid, fake, gw_url, client, operator, bounds, progress)
-            bench.fake_pid = upstream.pid
+            bench.fake_pid, bench.env = upstream.pid, env
             if with_bare:
                 bare_port = free_port()
                 bare = stack.enter_context(bare_proxy(env, bare_port, fake))
                 bench.bare = f"http://127.0.0.1:{bare_port}"
-                bench.proxies[bench.bare] = bare.pid
+                bench.proxies[bench.bare] = (bare.pid,)
             yield bench
 
 

@@ -1,7 +1,8 @@
 """``manage.py bench``: latency, throughput and gateway CPU per request, phase by phase.
 
-The phases live in ``omniroute.tools.bench`` (``base``, ``scale``, ``prompt``, ``concurrency``,
-``lists``); ``--only`` picks some, in that order. ``lists`` needs no gateway: it times the
+The phases live in ``omniroute.tools.bench`` (``base``, ``bare-workers``, ``scale``, ``prompt``,
+``concurrency``, ``lists``); ``--only`` picks some, in that order (all but ``bare-workers`` by
+default). ``lists`` needs no gateway: it times the
 management API's paginated lists in a child process with its own temporary database. Everything
 runs on 127.0.0.1, each run bounded by a duration and a request cap. ``--record`` appends a
 dated section to BENCHMARKS.md.
@@ -18,12 +19,13 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from omniroute.tools.bench import base, concurrency, lists, prompt, scale
+from omniroute.tools.bench import bare_workers, base, concurrency, lists, prompt, scale
 from omniroute.tools.bench.harness import Bench, Bounds, started
 from omniroute.tools.bench.report import PhaseReport, render, section
 from omniroute.tools.loadgen import process_peak_rss_mib
 
-PHASES = ("base", "scale", "prompt", "concurrency", "lists")
+PHASES = ("base", "bare-workers", "scale", "prompt", "concurrency", "lists")
+DEFAULT_PHASES = ("base", "scale", "prompt", "concurrency", "lists")  # bare-workers on request
 LISTS = "lists"  # the one phase that runs without the gateway and the fake upstream
 
 
@@ -35,7 +37,9 @@ class Command(BaseCommand):
     help = "Benchmark the gateway against the fake upstream (all on 127.0.0.1, bounded)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--only", default=",".join(PHASES), help="Phases, comma-separated.")
+        parser.add_argument(
+            "--only", default=",".join(DEFAULT_PHASES), help="Phases, comma-separated."
+        )
         parser.add_argument("--duration", type=float, default=5.0, help="Seconds per run.")
         parser.add_argument("--max-requests", type=int, default=30000, help="Cap per run.")
         parser.add_argument("--concurrency", default="1,16,64", help="The base phase's levels.")
@@ -69,8 +73,9 @@ class Command(BaseCommand):
         rss = None
         if served:
             chunking = (options["chunks"], options["chunk_interval_ms"])
+            with_bare = bool({"base", "bare-workers"} & set(served))
             with started(
-                bounds, *chunking, progress=self.stderr.write, with_bare="base" in served
+                bounds, *chunking, progress=self.stderr.write, with_bare=with_bare
             ) as bench:
                 self._prepare(bench, served)
                 reports = asyncio.run(self._measure(bench, served))
@@ -96,6 +101,7 @@ class Command(BaseCommand):
     async def _measure(self, bench: Bench, phases: list[str]) -> list[PhaseReport]:
         runners = {
             "base": base.run,
+            "bare-workers": bare_workers.run,
             "scale": scale.run,
             "prompt": prompt.run,
             "concurrency": concurrency.run,
@@ -108,6 +114,7 @@ class Command(BaseCommand):
     def _title(self, phases: list[str], bounds: Bounds, list_connections: int) -> str:
         titles = {
             "base": base.TITLE,
+            "bare-workers": bare_workers.TITLE,
             "scale": scale.title(bounds.connections),
             "prompt": prompt.title(bounds.prompt_bytes),
             "concurrency": concurrency.title(bounds.sweep),
