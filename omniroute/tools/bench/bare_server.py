@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from omniroute.core.codepath import child_environ, python_module
 from omniroute.tools.loadgen import spawned, wait_for_port
 
 UPSTREAM_VARIABLE = "OMNIROUTE_BARE_PROXY_UPSTREAM"
@@ -32,8 +32,10 @@ def inherited_socket_argv(fd: int) -> list[str]:
 
 
 def _argv(where: list[str]) -> list[str]:
+    """As ``serve`` starts its servers: this interpreter, this checkout's code, whatever the
+    working directory (``omniroute.core.codepath``)."""
     server = [*where, "--proxy-headers", "-v", "0"]
-    return [sys.executable, "-m", "omniroute.server", *server, APPLICATION]
+    return [*python_module("omniroute.server"), *server, APPLICATION]
 
 
 @contextmanager
@@ -42,7 +44,8 @@ def bare_proxy(
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The bare proxy forwarding to ``upstream`` (a base URL), listening once this yields;
     stopped on exit."""
-    with spawned(bare_proxy_argv(port), {**env, UPSTREAM_VARIABLE: upstream}, port, log=log) as p:
+    environ = child_environ({**env, UPSTREAM_VARIABLE: upstream})
+    with spawned(bare_proxy_argv(port), environ, port, log=log) as p:
         yield p
 
 
@@ -55,7 +58,7 @@ def bare_proxies(
     with ExitStack() as stack:
         listener = stack.enter_context(socket.create_server(("127.0.0.1", port), backlog=1024))
         listener.set_inheritable(True)
-        fd, environ = listener.fileno(), {**env, UPSTREAM_VARIABLE: upstream}
+        fd, environ = listener.fileno(), child_environ({**env, UPSTREAM_VARIABLE: upstream})
         processes = []
         for _ in range(count):
             process = subprocess.Popen(

@@ -24,6 +24,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from omniroute.core.codepath import child_environ, python_module
 from omniroute.tools.bench.report import PhaseReport
 
 BAR_MS = 50.0
@@ -63,8 +64,9 @@ def run(connections: int, rounds: int) -> PhaseReport:
             OMNIROUTE_DEBUG="1",
             OMNIROUTE_LOG_LEVEL="WARNING",
         )
-        argv = [sys.executable, "-m", __name__, str(connections), str(rounds)]
-        done = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
+        argv = [*python_module(__name__), str(connections), str(rounds)]
+        environ = child_environ(env)
+        done = subprocess.run(argv, env=environ, check=True, capture_output=True, text=True)
     return report(json.loads(done.stdout.strip().splitlines()[-1]), connections, rounds)
 
 

@@ -110,7 +110,8 @@ CEILING_INTRO = (
     " forwarding to the same fake upstream, streams through the same SSE splitter)."
     f" Bars, reported and not enforced: gateway req/s ≥ {percent(CEILING_RPS_SHARE)} of the bare"
     f" proxy's; at one client its p50 ≤ the bare proxy's + {CEILING_ADDED_P50_MS} ms."
-    " CPU is each process's own; the load generator's and the fake upstream's are outside"
+    " CPU is each proxy's with its children's (the gateway's request-log writer); the load"
+    " generator's and the fake upstream's are outside"
     " the ratio. One run per cell: for the bars, read the paired rounds of"
     " `make bench-paired BASE=… CEILING=1`."
 )

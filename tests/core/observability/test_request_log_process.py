@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from omniroute.core.codepath import ROOT, child_environ, python_module
 from omniroute.core.observability.requestlog import process
 from omniroute.core.observability.requestlog.process import (
     DONE,
@@ -31,7 +32,6 @@ from omniroute.core.observability.requestlog.process import (
 )
 from omniroute.core.observability.requestlog.record import RequestRecord, StepKind, TrailStep
 
-ROOT = Path(__file__).resolve().parents[3]
 WAIT_SECONDS = 30
 
 
@@ -266,9 +266,9 @@ def test_a_child_killed_between_batches_is_started_again(tmp_path: Path) -> None
 
 def test_the_real_child_ignores_sigterm_and_leaves_when_its_input_ends(tmp_path: Path) -> None:
     # given: the writer process itself, on a database without the log's table
-    env = {**os.environ, "OMNIROUTE_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    env = child_environ({**os.environ, "OMNIROUTE_DATA_DIR": str(tmp_path)})
     child = subprocess.Popen(
-        [sys.executable, "-m", process.__name__],
+        python_module(process.__name__),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(tmp_path / "stderr").open("wb"),
