@@ -6,7 +6,7 @@ PORT := $(or $(OMNIROUTE_PORT),8000)
 FAKE_PORT := $(or $(OMNIROUTE_FAKE_UPSTREAM_PORT),8100)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench bench-more bench-paired profile availability soak soak-short chaos chaos-short install browser clean fuzz
+.PHONY: run test lint bench bench-more bench-paired bench-inprocess profile availability soak soak-short chaos chaos-short install browser clean fuzz
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -57,7 +57,7 @@ test: lint browser
 
 # The load tools run on this machine like the demo (debug on); the gateways they start set
 # their own keys.
-bench bench-more bench-paired profile availability soak soak-short chaos chaos-short: export OMNIROUTE_DEBUG ?= 1
+bench bench-more bench-paired bench-inprocess profile availability soak soak-short chaos chaos-short: export OMNIROUTE_DEBUG ?= 1
 bench: $(VENV)/.installed
 	$(PY) manage.py bench
 
@@ -76,6 +76,11 @@ bench-more: $(VENV)/.installed
 bench-paired: $(VENV)/.installed
 	@test -n "$(BASE)" || { echo "usage: make bench-paired BASE=<checkout> [AFTER=<checkout>] [BASE_ENV=NAME=VALUE] [BASE_SERVE='serve options'] [SHARED_STATE=1] [CONCURRENCY=1,16] [ROUNDS=10] [OUT=file.md] [CEILING=1]"; exit 2; }
 	$(PY) manage.py benchpair --base $(BASE) $(if $(AFTER),--after $(AFTER)) $(foreach v,$(BASE_ENV),--base-env $(v)) $(if $(BASE_SERVE),--base-serve "$(BASE_SERVE)") $(if $(SHARED_STATE),--shared-state) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) --rounds $(or $(ROUNDS),10) $(if $(OUT),--output $(OUT)) $(if $(CEILING),--ceiling)
+
+# The gateway's own CPU per request against the bare proxy's, both driven in one process without
+# a server (STREAM=1 for streamed answers), alternating rounds: small changes show here first.
+bench-inprocess: $(VENV)/.installed
+	$(PY) manage.py benchinprocess --concurrency $(or $(CONCURRENCY),16) $(if $(STREAM),--stream)
 
 # Where the gateway's CPU goes: py-spy samples one gateway under CONCURRENCY (16) clients for
 # 10 s, STREAM=1 for streamed answers; RECORD=1 appends the summary to BENCHMARKS.md.

@@ -1,0 +1,220 @@
+"""``manage.py benchinprocess``: the gateway's CPU per request against the bare proxy's, both
+driven in one process, without a server.
+
+A paired bench measures a change within a few percent only over many rounds, because the
+server, the network and the load generator share the machine with the gateway and cost more
+than the gateway's own work. Here a child process imports both ASGI applications, the gateway's
+(``omniroute.asgi``) and the bench's bare proxy (``omniroute.tools.bench.bare``), and hands each
+the same request directly, ``concurrency`` at a time, against the bench's real fake upstream
+over the gateway's upstream transport. Each round runs ``requests`` requests through one
+application, then the other, alternating which goes first; the figure is the CPU of the child
+and its children (the gateway's request-log writer process) per request, the median of the
+rounds. What differs between the two is the gateway's own work: authentication, planning, the
+guards, recording, metrics, the request log, the stream relay (docs/architecture.md, checks and
+measurements). The child is started as ``serve`` starts a server (``python -P``, this checkout
+first), with uvloop and the garbage collector tuned as a serving process has them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from omniroute.core.codepath import child_environ, python_module
+from omniroute.tools.bench.bare_server import UPSTREAM_VARIABLE
+
+KEY_VARIABLE = "OMNIROUTE_INPROCESS_KEY"  # the demo client key, for the child
+PATH = "/v1/chat/completions"
+GATEWAY, BARE = "gateway", "bare proxy"
+WARM_UP_REQUESTS = 500
+
+Application = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    stream: bool
+    concurrency: int
+    requests: int
+    rounds: int
+
+
+def request_body(model: str, stream: bool) -> bytes:
+    messages = [{"role": "user", "content": "hi"}]
+    return json.dumps({"model": model, "messages": messages, "stream": stream}).encode()
+
+
+def http_scope(body: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The scope daphne hands an application for ``POST /v1/chat/completions``."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": PATH,
+        "raw_path": PATH.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+
+
+async def one_request(app: Application, scope: dict[str, Any], body: bytes) -> int:
+    """One request through ``app``: its body in one message, then (once the answer has ended)
+    a disconnect; the answer's status."""
+    answered = asyncio.Event()
+    status = 0
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif not message.get("more_body"):
+            answered.set()
+
+    await app(dict(scope), receive, send)
+    return status
+
+
+async def drive(
+    app: Application, scope: dict[str, Any], body: bytes, count: int, concurrency: int
+) -> dict[int, int]:
+    """``count`` requests through ``app``, ``concurrency`` at a time; how many got each status."""
+    left = count
+    statuses: dict[int, int] = {}
+
+    async def client() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            status = await one_request(app, scope, body)
+            statuses[status] = statuses.get(status, 0) + 1
+
+    await asyncio.gather(*(client() for _ in range(max(1, concurrency))))
+    return statuses
+
+
+def child_main(options: Options) -> dict[str, Any]:
+    """In the child: both applications, alternating rounds; each round's CPU per request (µs)."""
+    import django
+
+    django.setup()
+    from omniroute.asgi import application as gateway
+    from omniroute.collector import tune_collector
+    from omniroute.tools.bench.bare import application as bare
+    from omniroute.tools.loadgen import process_tree_cpu_seconds
+
+    key = os.environ[KEY_VARIABLE].encode()
+    json_headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    sides = {
+        GATEWAY: (
+            gateway,
+            request_body("mock/demo-model", options.stream),
+            [*json_headers, (b"authorization", b"Bearer " + key)],
+        ),
+        BARE: (bare, request_body("demo-model", options.stream), json_headers),
+    }
+    figures: dict[str, list[float]] = {side: [] for side in sides}
+    statuses: dict[str, dict[int, int]] = {side: {} for side in sides}
+
+    async def rounds() -> None:
+        for app, body, headers in sides.values():
+            await drive(app, http_scope(body, headers), body, WARM_UP_REQUESTS, options.concurrency)
+        tune_collector(50_000)
+        for index in range(options.rounds):
+            order = list(sides) if index % 2 == 0 else list(reversed(sides))
+            for side in order:
+                app, body, headers = sides[side]
+                before = process_tree_cpu_seconds(os.getpid())
+                got = await drive(
+                    app, http_scope(body, headers), body, options.requests, options.concurrency
+                )
+                spent = process_tree_cpu_seconds(os.getpid()) - before
+                figures[side].append(spent * 1e6 / options.requests)
+                for status, count in got.items():
+                    statuses[side][status] = statuses[side].get(status, 0) + count
+
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(rounds())
+    else:
+        uvloop.run(rounds())
+    return {"figures": figures, "statuses": statuses}
+
+
+def run(options: Options, progress: Callable[[str], None]) -> dict[str, Any]:
+    """The fake upstream and a seeded database of their own; the child's figures."""
+    from omniroute.tools.loadgen import (
+        free_port,
+        gateway_env,
+        manage,
+        seed_gateway,
+        spawned,
+        temporary_data_dir,
+        tool_env,
+    )
+
+    with temporary_data_dir() as data_dir:
+        env = gateway_env(data_dir)
+        port = free_port()
+        fake = f"http://127.0.0.1:{port}"
+        argv = manage("fakeupstream", "--port", str(port), "--no-record", "--chunks", "20")
+        with spawned([*argv, "--chunk-interval-ms", "0"], tool_env(env), port):
+            key = seed_gateway(env, f"{fake}/v1")
+            env.update({KEY_VARIABLE: key, UPSTREAM_VARIABLE: fake})
+            progress(f"driving both applications in one process: {options}")
+            done = subprocess.run(
+                [*python_module(__name__), json.dumps(asdict(options))],
+                env=child_environ(env),
+                capture_output=True,
+                text=True,
+            )
+    if done.returncode != 0:
+        raise RuntimeError(f"the in-process child failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def render(options: Options, result: dict[str, Any]) -> str:
+    """The medians, their ratio and every round (pure)."""
+    figures, statuses = result["figures"], result["statuses"]
+    gateway, bare = statistics.median(figures[GATEWAY]), statistics.median(figures[BARE])
+    mode = "streams" if options.stream else "plain requests"
+    lines = [
+        f"{mode}, {options.concurrency} at a time, {options.requests} requests a round,"
+        f" {options.rounds} rounds (CPU µs per request, the process and its children):",
+        "",
+        "| application | median µs | every round | statuses |",
+        "|---|---|---|---|",
+    ]
+    for side, median in ((GATEWAY, gateway), (BARE, bare)):
+        rounds = " · ".join(f"{value:.0f}" for value in figures[side])
+        counts = ", ".join(f"{status}: {n}" for status, n in sorted(statuses[side].items()))
+        lines.append(f"| {side} | {median:.1f} | {rounds} | {counts} |")
+    lines += ["", f"gateway / bare proxy: {gateway / bare:.2f}× ({gateway - bare:+.1f} µs)"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    given = json.loads(sys.argv[1])
+    print(json.dumps(child_main(Options(**given))))

@@ -1,0 +1,78 @@
+"""The in-process bench's driver: each request goes through the application whole, a given number
+at a time, and each status is counted; and its report."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from omniroute.tools.bench.inprocess import (
+    BARE,
+    GATEWAY,
+    Options,
+    drive,
+    http_scope,
+    render,
+    request_body,
+)
+
+
+class CountingApp:
+    """An ASGI application that reads the body, answers 200 (or 404 to a body of ``{}``) in two
+    parts, waits for the disconnect, and records how many requests it held at once."""
+
+    def __init__(self) -> None:
+        self.active = self.most = 0
+        self.bodies: list[bytes] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.active += 1
+        self.most = max(self.most, self.active)
+        message = await receive()
+        self.bodies.append(message["body"])
+        await asyncio.sleep(0.001)
+        status = 404 if message["body"] == b"{}" else 200
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": b"a", "more_body": True})
+        await send({"type": "http.response.body", "body": b"b"})
+        assert (await receive())["type"] == "http.disconnect"
+        self.active -= 1
+
+
+def test_every_request_is_answered_and_counted_at_the_given_concurrency() -> None:
+    app, body = CountingApp(), request_body("m", stream=False)
+
+    statuses = asyncio.run(drive(app, http_scope(body, []), body, 50, 8))
+
+    assert statuses == {200: 50}
+    assert app.most == 8 and app.active == 0
+    assert app.bodies == [body] * 50
+
+
+def test_a_status_is_counted_as_it_came() -> None:
+    app = CountingApp()
+
+    statuses = asyncio.run(drive(app, http_scope(b"{}", []), b"{}", 3, 1))
+
+    assert statuses == {404: 3} and app.most == 1
+
+
+def test_the_scope_carries_the_bodys_length_after_the_given_headers() -> None:
+    scope = http_scope(b"12345", [(b"authorization", b"Bearer k")])
+
+    assert scope["method"] == "POST" and scope["path"] == "/v1/chat/completions"
+    assert scope["headers"] == [(b"authorization", b"Bearer k"), (b"content-length", b"5")]
+
+
+def test_the_report_gives_each_sides_median_and_their_ratio() -> None:
+    result = {
+        "figures": {GATEWAY: [300.0, 310.0, 400.0], BARE: [150.0, 100.0, 160.0]},
+        "statuses": {GATEWAY: {"200": 3}, BARE: {"200": 3}},
+    }
+
+    text = render(Options(stream=True, concurrency=16, requests=10, rounds=3), result)
+
+    assert "| gateway | 310.0 | 300 · 310 · 400 | 200: 3 |" in text
+    assert "| bare proxy | 150.0 | 150 · 100 · 160 | 200: 3 |" in text
+    assert "gateway / bare proxy: 2.07× (+160.0 µs)" in text
+    assert text.startswith("streams, 16 at a time")
