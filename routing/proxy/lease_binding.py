@@ -15,14 +15,25 @@ from routing.lease_routes import pinned_connections
 from routing.proxy.context import AttemptContext
 
 
-async def lease_bind(context: AttemptContext, claim: LeaseClaim, now: datetime) -> None:
+async def lease_bind(
+    context: AttemptContext,
+    claim: LeaseClaim,
+    now: datetime,
+    *,
+    response_connection: int | None = None,
+) -> None:
     """Check a managed request's lease and narrow its plan to the bound connection, then the
-    connections no other owner holds; from now on the lease is fenced before each attempt."""
+    connections no other owner holds; from now on the lease is fenced before each attempt.
+    ``response_connection``: the connection that gave the response the request continues
+    (``previous_response_id``), which binds the request as a pinned combo step does."""
     plan = context.plan
+    pinned = pinned_connections(context.facts.snapshot, plan)
+    if response_connection is not None:
+        pinned = frozenset({response_connection})
     targets = await lease_binding(
         claim,
         plan.targets,
-        pinned=pinned_connections(context.facts.snapshot, plan),
+        pinned=pinned,
         now=now,
         request_id=context.facts.request_id,
     )

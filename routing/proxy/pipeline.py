@@ -63,6 +63,9 @@ class Exchange:
     claim: LeaseClaim | None = None  # ClaimLease: a managed key's lease, else None
     request: ClientRequest | None = None  # Parse
     plan: RoutePlan | None = None  # Plan, PinToPreviousResponse
+    # PinToPreviousResponse: the connection that gave the response the request continues, when
+    # the plan was narrowed to it
+    response_connection: int | None = None
     context: AttemptContext | None = None  # OpenContext (a prelude may replace it)
     client_deadline_at: float = math.inf  # OpenContext: the client's own deadline, monotonic
     traceparent: str | None = None  # the request's span, passed upstream when traced
@@ -153,7 +156,10 @@ class PinToPreviousResponse:
         request, plan = exchange.request, exchange.plan
         assert request is not None and plan is not None
         if request.previous_response_id is not None:
-            exchange.plan = await pinned_plan(exchange.store, plan, request.previous_response_id)
+            pinned = await pinned_plan(exchange.store, plan, request.previous_response_id)
+            if pinned is not plan:
+                exchange.response_connection = pinned.targets[0].connection.id
+            exchange.plan = pinned
 
 
 class OpenContext:
@@ -189,13 +195,20 @@ class OpenContext:
 
 class BindLease:
     """A managed key's lease is read and its plan narrowed to the bound connection, then the
-    connections no other owner holds (its one database read, before anything is held).
+    connections no other owner holds (its one database read, before anything is held). A
+    request continuing a response that another connection gave is refused as a forced
+    connection is (409 ``LEASE_CONNECTION_MISMATCH``): the lease does not move for it.
     Writes ``context.lease`` and ``context.plan``."""
 
     async def run(self, exchange: Exchange) -> None:
         if exchange.claim is not None:
             assert exchange.context is not None
-            await lease_bind(exchange.context, exchange.claim, timezone.now())
+            await lease_bind(
+                exchange.context,
+                exchange.claim,
+                timezone.now(),
+                response_connection=exchange.response_connection,
+            )
 
 
 class OrderByStrategy:

@@ -25,6 +25,7 @@ from routing.domain.client.endpoints import MESSAGES, RESPONSES
 from routing.models import Combo, Provider, ProviderConnection
 from routing.proxy.consumers import RelayConsumer
 from routing.proxy.guards.admission import admission_stats
+from routing.proxy.response_pins import remember
 from routing.proxy.upstream.client import Upstream
 from routing.services import combo_save, connection_save
 from tests.routing.harness import (
@@ -341,6 +342,38 @@ async def test_fan_out_and_foreign_pinned_combos_are_refused_before_dispatch(
     assert code(apart) == code(relay) == (409, "LEASE_UNSUPPORTED_ROUTE")
     assert code(there) == (409, "LEASE_CONNECTION_MISMATCH")
     assert gateway.fake.requests == []
+
+
+@pytest.mark.parametrize("answered_on", ["primary", "backup"])
+async def test_continuing_a_response_another_connection_gave_is_409_and_the_lease_stays(
+    gateway: Gateway, managed: tuple[int, str], both: tuple[int, int], answered_on: str
+) -> None:
+    """A ``previous_response_id`` binds the request to the connection that gave the response,
+    as a pinned combo step does: on the bound connection it is served; on another it is a
+    forced connection that is not the binding, and the lease does not move for it."""
+    primary, backup = both
+    generation = await database_sync_to_async(lease)(managed[0], primary)
+    pinned_to = primary if answered_on == "primary" else backup
+    await remember(gateway.store, "resp_earlier", pinned_to)
+    upstream = Upstream(httpx.MockTransport(gateway.fake))
+    app = RelayConsumer.as_asgi(upstream=upstream, store=gateway.store, endpoint=RESPONSES)
+    body = orjson.dumps({"model": "acme/m1", "input": "hi", "previous_response_id": "resp_earlier"})
+    comm = communicator(
+        app, managed[1], path="/v1/responses", extra_headers=lease_headers(OWNER, generation)
+    )
+    await send_body(comm, body)
+
+    reply = await read_reply(comm)
+
+    active = await database_sync_to_async(lease_active)(owner_hash=hashed(OWNER))
+    assert active is not None
+    assert (active.connection_id, active.generation) == (primary, generation)
+    if answered_on == "primary":
+        assert reply.status == 200
+        assert len(gateway.fake.requests) == 1
+    else:
+        assert code(reply) == (409, "LEASE_CONNECTION_MISMATCH")
+        assert gateway.fake.requests == []
 
 
 def anthropic_connection() -> int:
