@@ -79,8 +79,10 @@ bench-paired: $(VENV)/.installed
 
 # The gateway's own CPU per request against the bare proxy's, both driven in one process without
 # a server (STREAM=1 for streamed answers), alternating rounds: small changes show here first.
+# INSTRUCTIONS=1 counts machine instructions per request under callgrind instead (needs valgrind):
+# the same from run to run where the host's clock speed makes timed rounds vary.
 bench-inprocess: $(VENV)/.installed
-	$(PY) manage.py benchinprocess --concurrency $(or $(CONCURRENCY),16) $(if $(STREAM),--stream)
+	$(PY) manage.py benchinprocess $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) $(if $(STREAM),--stream) $(if $(INSTRUCTIONS),--instructions)
 
 # Where the gateway's CPU goes: py-spy samples one gateway under CONCURRENCY (16) clients for
 # 10 s, STREAM=1 for streamed answers; RECORD=1 appends the summary to BENCHMARKS.md.

@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from omniroute.tools.bench.inprocess import (
     BARE,
     GATEWAY,
     Options,
+    callgrind_total,
     drive,
     http_scope,
     render,
+    render_instructions,
     request_body,
 )
 
@@ -76,3 +80,28 @@ def test_the_report_gives_each_sides_median_and_their_ratio() -> None:
     assert "| bare proxy | 150.0 | 150 · 100 · 160 | 200: 3 |" in text
     assert "gateway / bare proxy: 2.07× (+160.0 µs)" in text
     assert text.startswith("streams, 16 at a time")
+
+
+def test_callgrinds_count_is_read_from_its_totals_line() -> None:
+    text = "events: Ir\nsummary: 0\nfn=(1) main\n3 17\ntotals: 1643919216\n"
+
+    assert callgrind_total(text) == 1_643_919_216
+
+
+def test_a_callgrind_file_without_totals_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="no totals"):
+        callgrind_total("events: Ir\nfn=(1) main\n")
+
+
+def test_the_instruction_report_gives_each_side_per_request_and_their_ratio() -> None:
+    result = {
+        "instructions": {GATEWAY: 1_532_700.0, BARE: 794_600.0},
+        "statuses": {GATEWAY: {"200": 300}, BARE: {"200": 300}},
+    }
+
+    text = render_instructions(Options(stream=False, concurrency=1, requests=300, rounds=1), result)
+
+    assert "| gateway | 1,532.7 k | 200: 300 |" in text
+    assert "| bare proxy | 794.6 k | 200: 300 |" in text
+    assert "gateway / bare proxy: 1.93× (+738.1 k)" in text
+    assert text.startswith("plain requests, 1 at a time, 300 requests counted")

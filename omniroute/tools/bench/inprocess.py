@@ -13,6 +13,17 @@ rounds. What differs between the two is the gateway's own work: authentication, 
 guards, recording, metrics, the request log, the stream relay (docs/architecture.md, checks and
 measurements). The child is started as ``serve`` starts a server (``python -P``, this checkout
 first), with uvloop and the garbage collector tuned as a serving process has them.
+
+On a virtual machine whose clock speed follows its load, CPU time per request can vary by a
+quarter from one round to the next. ``--instructions`` counts instead: each application runs in
+a child of its own under valgrind's callgrind, counting only while its measured requests run
+(``callgrind_control`` switches the count on after the warm-up and off after the last request),
+and the figure is the machine instructions per request, the same from run to run to a few
+thousandths. Under valgrind a request takes about fifty times as long, so timers that fire
+within a request natively fire more often (the disconnect watcher after 50 ms): run it at one
+request at a time, where a plain request ends before that watcher starts. Instructions are not
+time (cache misses, allocation): they say where work was added or removed, and the timed rounds
+say what it costs.
 """
 
 from __future__ import annotations
@@ -20,10 +31,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +59,7 @@ class Options:
     concurrency: int
     requests: int
     rounds: int
+    counted: str = ""  # instructions: the one side this child runs, counted by callgrind
 
 
 def request_body(model: str, stream: bool) -> bytes:
@@ -114,7 +130,8 @@ async def drive(
 
 
 def child_main(options: Options) -> dict[str, Any]:
-    """In the child: both applications, alternating rounds; each round's CPU per request (µs)."""
+    """In the child: both applications, alternating rounds; each round's CPU per request (µs).
+    With ``counted``: that application alone, its measured requests counted by callgrind."""
     import django
 
     django.setup()
@@ -133,25 +150,35 @@ def child_main(options: Options) -> dict[str, Any]:
         ),
         BARE: (bare, request_body("demo-model", options.stream), json_headers),
     }
+    if options.counted:
+        sides = {options.counted: sides[options.counted]}
     figures: dict[str, list[float]] = {side: [] for side in sides}
     statuses: dict[str, dict[int, int]] = {side: {} for side in sides}
+
+    async def measured(side: str) -> None:
+        app, body, headers = sides[side]
+        got = await drive(
+            app, http_scope(body, headers), body, options.requests, options.concurrency
+        )
+        for status, count in got.items():
+            statuses[side][status] = statuses[side].get(status, 0) + count
 
     async def rounds() -> None:
         for app, body, headers in sides.values():
             await drive(app, http_scope(body, headers), body, WARM_UP_REQUESTS, options.concurrency)
         tune_collector(50_000)
+        if options.counted:
+            callgrind_count(True)
+            await measured(options.counted)
+            callgrind_count(False)
+            return
         for index in range(options.rounds):
             order = list(sides) if index % 2 == 0 else list(reversed(sides))
             for side in order:
-                app, body, headers = sides[side]
                 before = process_tree_cpu_seconds(os.getpid())
-                got = await drive(
-                    app, http_scope(body, headers), body, options.requests, options.concurrency
-                )
+                await measured(side)
                 spent = process_tree_cpu_seconds(os.getpid()) - before
                 figures[side].append(spent * 1e6 / options.requests)
-                for status, count in got.items():
-                    statuses[side][status] = statuses[side].get(status, 0) + count
 
     try:
         import uvloop
@@ -162,8 +189,72 @@ def child_main(options: Options) -> dict[str, Any]:
     return {"figures": figures, "statuses": statuses}
 
 
+def callgrind_count(on: bool) -> None:
+    """Switch callgrind's count on or off in this process (run under ``valgrind``)."""
+    argv = ["callgrind_control", "--instr=on" if on else "--instr=off", str(os.getpid())]
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+
+
+_TOTALS = re.compile(r"^(?:totals|summary): (\d+)", re.MULTILINE)
+
+
+def callgrind_total(text: str) -> int:
+    """The instructions a callgrind output file counted (its ``totals:`` line)."""
+    found = _TOTALS.findall(text)
+    if not found:
+        raise RuntimeError("callgrind wrote no totals")
+    return max(int(value) for value in found)
+
+
 def run(options: Options, progress: Callable[[str], None]) -> dict[str, Any]:
     """The fake upstream and a seeded database of their own; the child's figures."""
+    with _upstream_and_seed() as env:
+        progress(f"driving both applications in one process: {options}")
+        done = subprocess.run(
+            [*python_module(__name__), json.dumps(asdict(options))],
+            env=child_environ(env),
+            capture_output=True,
+            text=True,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"the in-process child failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def count_instructions(options: Options, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Each application in a child of its own under callgrind, both at once (their counts do
+    not depend on the time they share); the instructions per measured request of each."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None or shutil.which("callgrind_control") is None:
+        raise RuntimeError("--instructions needs valgrind (apt-get install valgrind)")
+    counts: dict[str, float] = {}
+    statuses: dict[str, dict[str, int]] = {}
+    with _upstream_and_seed() as env, tempfile.TemporaryDirectory() as scratch:
+        children = {}
+        for side in (GATEWAY, BARE):
+            out = os.path.join(scratch, f"{side.replace(' ', '-')}.callgrind")
+            given = json.dumps(asdict(Options(**{**asdict(options), "counted": side})))
+            argv = [valgrind, "--tool=callgrind", "--instr-atstart=no"]
+            argv += [f"--callgrind-out-file={out}", *python_module(__name__), given]
+            progress(f"counting {side}'s instructions under callgrind: {options}")
+            child = subprocess.Popen(
+                argv, env=child_environ(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            children[side] = (child, out)
+        for side, (child, out) in children.items():
+            stdout, stderr = child.communicate()
+            if child.returncode != 0:
+                raise RuntimeError(f"the counted child failed:\n{stderr.decode()[-4000:]}")
+            statuses[side] = json.loads(stdout.decode().strip().splitlines()[-1])["statuses"][side]
+            with open(out, encoding="utf-8") as counted:
+                counts[side] = callgrind_total(counted.read()) / options.requests
+    return {"instructions": counts, "statuses": statuses}
+
+
+@contextmanager
+def _upstream_and_seed() -> Iterator[dict[str, str]]:
+    """The bench's fake upstream and a seeded database, for the children's environment."""
     from omniroute.tools.loadgen import (
         free_port,
         gateway_env,
@@ -182,17 +273,7 @@ def run(options: Options, progress: Callable[[str], None]) -> dict[str, Any]:
         with spawned([*argv, "--chunk-interval-ms", "0"], tool_env(env), port):
             key = seed_gateway(env, f"{fake}/v1")
             env.update({KEY_VARIABLE: key, UPSTREAM_VARIABLE: fake})
-            progress(f"driving both applications in one process: {options}")
-            done = subprocess.run(
-                [*python_module(__name__), json.dumps(asdict(options))],
-                env=child_environ(env),
-                capture_output=True,
-                text=True,
-            )
-    if done.returncode != 0:
-        raise RuntimeError(f"the in-process child failed:\n{done.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+            yield env
 
 
 def render(options: Options, result: dict[str, Any]) -> str:
@@ -212,6 +293,28 @@ def render(options: Options, result: dict[str, Any]) -> str:
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(statuses[side].items()))
         lines.append(f"| {side} | {median:.1f} | {rounds} | {counts} |")
     lines += ["", f"gateway / bare proxy: {gateway / bare:.2f}× ({gateway - bare:+.1f} µs)"]
+    return "\n".join(lines)
+
+
+def render_instructions(options: Options, result: dict[str, Any]) -> str:
+    """Each side's instructions per request and their ratio (pure)."""
+    counts, statuses = result["instructions"], result["statuses"]
+    mode = "streams" if options.stream else "plain requests"
+    lines = [
+        f"{mode}, {options.concurrency} at a time, {options.requests} requests counted"
+        " (machine instructions per request, callgrind):",
+        "",
+        "| application | instructions per request | statuses |",
+        "|---|---|---|",
+    ]
+    for side in (GATEWAY, BARE):
+        got = ", ".join(f"{status}: {n}" for status, n in sorted(statuses[side].items()))
+        lines.append(f"| {side} | {counts[side] / 1000:,.1f} k | {got} |")
+    gateway, bare = counts[GATEWAY], counts[BARE]
+    lines += [
+        "",
+        f"gateway / bare proxy: {gateway / bare:.2f}× ({(gateway - bare) / 1000:+,.1f} k)",
+    ]
     return "\n".join(lines)
 
 
