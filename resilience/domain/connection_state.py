@@ -67,8 +67,9 @@ class ConnectionState:
 
     @property
     def is_clean(self) -> bool:
-        """Nothing to clear: active, no cooldown, no error fields."""
-        return self == ConnectionState()
+        """Nothing to clear: active, no cooldown, no error fields (asked of every answered
+        attempt: compared with one clean state, not a new one each time)."""
+        return self == CLEAN
 
     def remaining(self, now: float) -> float:
         """Seconds of cooldown left (0 when none or past: lazy recovery, no timer)."""
@@ -111,6 +112,10 @@ class ConnectionState:
         """Whether a short hinted refusal at ``now`` is the connection's second in a row (the
         previous one's hint still runs; a success since would have cleared it)."""
         return self.hinted_until >= now
+
+
+CLEAN = ConnectionState()
+"""The state of a connection with nothing to clear."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,8 @@ class LockRecord:
 
     def concerns(self, model: str) -> bool:
         """Whether the record holds a lock or a failure state of ``model``."""
+        if not self.locks and not self.failures:  # most records: no slot to build
+            return False
         return any(s in self.failures or s in self.locks for s in model_slots(model))
 
     def awaiting_probe(self, model: str, threshold: int) -> float | None:
