@@ -198,3 +198,22 @@ def test_a_single_model_that_fits_is_planned() -> None:
     planned = plan(world(), RequestNeeds(input_tokens=100), "acme/tiny")
 
     assert described(planned.targets) == [("acme/tiny", 1, 0)]
+
+
+def test_one_snapshots_combo_is_checked_again_for_each_requests_needs() -> None:
+    team = world("acme/tiny", "acme/huge")
+
+    first = plan(team, NO_NEEDS)
+    large = plan(team, RequestNeeds(input_tokens=500))
+    again = plan(team, NO_NEEDS)
+
+    assert (
+        described(first.targets)
+        == described(again.targets)
+        == [
+            ("acme/tiny", 1, 0),
+            ("acme/huge", 1, 1),
+        ]
+    )
+    assert described(large.targets) == [("acme/huge", 1, 1)]
+    assert [(t.label, why) for t, why in large.skipped] == [("acme/tiny", "context_window")]

@@ -25,6 +25,7 @@ from routing.domain.config.snapshot import (
     ProviderInfo,
 )
 from routing.domain.config.vocabulary import WireFormat
+from routing.domain.plan import planning
 from routing.domain.plan.planning import Target, plan_route
 from routing.proxy.payload import encode_for_target
 
@@ -398,3 +399,44 @@ def test_the_egress_identity_of_a_proxy_has_no_credentials() -> None:
     proxied = replace(conn(1, "acme"), proxy_url="http://alice:secret@proxy.example:8080")
     assert proxied.egress == "http://proxy.example:8080"
     assert conn(2, "acme").egress == "direct"
+
+
+def test_a_snapshot_resolves_a_model_once_and_a_new_snapshot_afresh() -> None:
+    first = plan_route(SNAPSHOT, "alpha/small", key())
+    without_1 = replace(
+        SNAPSHOT, connections={**SNAPSHOT.connections, "alpha": (conn(2, "alpha", "small"),)}
+    )
+
+    assert plan_route(SNAPSHOT, "alpha/small", key()) is first
+    assert described(plan_route(without_1, "alpha/small", key()).targets) == [
+        ("alpha", 2, "small", 0)
+    ]
+    assert described(plan_route(SNAPSHOT, "alpha/small", key()).targets) == [
+        ("alpha", 1, "small", 0),
+        ("alpha", 2, "small", 0),
+    ]
+
+
+def test_a_key_with_other_permissions_gets_a_plan_of_its_own() -> None:
+    everyone = plan_route(SNAPSHOT, "beta/big", key())
+    restricted = plan_route(SNAPSHOT, "beta/big", key(connections=[4]))
+
+    assert described(everyone.targets) == [("beta", 3, "big", 0), ("beta", 4, "big", 0)]
+    assert described(restricted.targets) == [("beta", 4, "big", 0)]
+
+
+def test_a_refused_model_is_refused_again_and_not_kept() -> None:
+    for _ in range(2):
+        with pytest.raises(GatewayError):
+            plan_route(SNAPSHOT, "alpha/big", key(models=["beta/*"]))
+
+    assert ("alpha/big", "openai", key(models=["beta/*"])) not in planning._plans[1]
+
+
+def test_the_plans_kept_for_one_snapshot_are_bounded() -> None:
+    models = [f"alpha/model-{index}" for index in range(planning.PLANS_KEPT + 5)]
+
+    plans = [plan_route(SNAPSHOT, model, key()) for model in models]
+
+    assert len(planning._plans[1]) <= planning.PLANS_KEPT
+    assert [p.targets[0].model for p in plans] == [m.removeprefix("alpha/") for m in models]

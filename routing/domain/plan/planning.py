@@ -9,6 +9,12 @@ allow-list, or a connection reserved for keys holding exclusive session leases),
 does not serve the model, the wire format differs, the catalog says the model cannot serve what
 the request needs (``routing.domain.plan.compatibility``); dynamic ones (breaker, cooldown, lockout,
 ...) by the attempt loop's eligibility filters.
+
+Everything but the compatibility check depends on the snapshot, the model, the key and the wire
+format alone, so it is worked out once per snapshot and kept (``_expanded``): a request plans
+with a dictionary lookup, and only a combo's targets are then checked against what the request
+needs. The memo holds at most :data:`PLANS_KEPT` plans (a single model's name is the client's
+own) and is dropped with its snapshot; an error is never kept, it is raised again.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from routing.domain.plan.needs import NO_NEEDS, RequestNeeds
 from routing.domain.plan.resolution import Leaf, combo_leaves
 
 SINGLE = "single"
+PLANS_KEPT = 1024  # plans remembered per snapshot; past that the memo starts again
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +76,38 @@ def plan_route(
 ) -> RoutePlan:
     """Resolve ``model`` for ``key``, keeping the targets that can serve ``needs``; raise
     ``GatewayError`` (404, 403, 400, 503) when it cannot."""
+    plan = _expanded(snapshot, model, key, wire_format)
+    if plan.combo is None:  # a single model: the upstream itself is the judge
+        return plan
+    fail_open = snapshot.combos[model].options.compat_filter_fail_open
+    kept, skipped = _compatible(snapshot, plan.targets, needs, fail_open, model)
+    if not skipped:
+        return plan
+    return RoutePlan(model, plan.strategy, kept, plan.combo, skipped)
+
+
+_plans: tuple[ConfigSnapshot | None, dict[tuple[str, str, KeyInfo], RoutePlan]] = (None, {})
+
+
+def _expanded(snapshot: ConfigSnapshot, model: str, key: KeyInfo, wire_format: str) -> RoutePlan:
+    """Every target ``model`` resolves to for ``key`` in ``wire_format``, before the request's
+    needs are checked: from the snapshot's memo, else worked out and kept (see the module
+    docstring)."""
+    global _plans
+    if _plans[0] is not snapshot:
+        _plans = (snapshot, {})
+    kept = _plans[1]
+    memo = (model, wire_format, key)
+    plan = kept.get(memo)
+    if plan is None:
+        plan = _resolve(snapshot, model, key, wire_format)
+        if len(kept) >= PLANS_KEPT:
+            kept.clear()
+        kept[memo] = plan
+    return plan
+
+
+def _resolve(snapshot: ConfigSnapshot, model: str, key: KeyInfo, wire_format: str) -> RoutePlan:
     combo = snapshot.combos.get(model)
     provider_slug, _, upstream_model = model.partition("/")
     if combo is None and (not upstream_model or provider_slug not in snapshot.providers):
@@ -95,11 +134,7 @@ def plan_route(
             f"No active connection can serve '{clip(model)}' for this key.",
             error_type="service_unavailable",
         )
-    if combo is None:  # a single model: the upstream itself is the judge
-        return RoutePlan(model, strategy, tuple(targets))
-    fail_open = combo.options.compat_filter_fail_open
-    kept, skipped = _compatible(snapshot, targets, needs, fail_open, model)
-    return RoutePlan(model, strategy, kept, combo.name, skipped)
+    return RoutePlan(model, strategy, tuple(targets), None if combo is None else combo.name)
 
 
 def _compatible(
