@@ -135,7 +135,8 @@ class Plan:
         snapshot, key, request = exchange.snapshot, exchange.key, exchange.request
         assert snapshot is not None and key is not None and request is not None
         wire_format = exchange.endpoint.wire_format
-        exchange.plan = plan_route(snapshot, request.model, key, wire_format, request.needs)
+        # What the request needs is read from its payload only if a combo's targets are checked.
+        exchange.plan = plan_route(snapshot, request.model, key, wire_format, request.needs_now)
         if exchange.claim is not None:
             check_route(snapshot, exchange.plan)
 

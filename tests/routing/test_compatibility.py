@@ -217,3 +217,17 @@ def test_one_snapshots_combo_is_checked_again_for_each_requests_needs() -> None:
     )
     assert described(large.targets) == [("acme/huge", 1, 1)]
     assert [(t.label, why) for t, why in large.skipped] == [("acme/tiny", "context_window")]
+
+
+def test_what_a_request_needs_is_read_only_when_a_combos_targets_are_checked() -> None:
+    asked: list[str] = []
+
+    def needs() -> RequestNeeds:
+        asked.append("read")
+        return RequestNeeds(input_tokens=500)
+
+    single = plan_route(world("acme/tiny"), "acme/tiny", key(), needs=needs)
+    assert asked == [] and described(single.targets) == [("acme/tiny", 1, 0)]
+
+    team = plan_route(world("acme/tiny", "acme/huge"), "team", key(), needs=needs)
+    assert asked == ["read"] and described(team.targets) == [("acme/huge", 1, 1)]

@@ -7,6 +7,7 @@ passed through to the upstream untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,10 +38,26 @@ class ClientRequest:
     tools: int = 0  # how many tools the request declares
     previous_response_id: str | None = None
     warnings: tuple[str, ...] = field(default=())
-    needs: RequestNeeds = NO_NEEDS  # what it needs of a model: tools, structured output, room
+    # How the client API reads what the request needs of a model (tools, structured output,
+    # room) from its payload: asked only when a combo's targets are checked against them
+    # (``routing.domain.plan.planning``), then kept in ``read_needs``.
+    needs_of: Callable[[Mapping[str, Any]], RequestNeeds] | None = None
+    read_needs: RequestNeeds | None = None
     # The gateway asked the upstream for a usage block the client did not ask for: it is
     # removed from what the client is sent (``ask_for_usage``).
     hides_usage: bool = False
+
+    @property
+    def needs(self) -> RequestNeeds:
+        """What the request needs of a model, read from its payload the first time it is asked
+        (a single model's request never is: its upstream is the judge)."""
+        return self.needs_now()
+
+    def needs_now(self) -> RequestNeeds:
+        """:attr:`needs`, as a function planning calls only when it checks a combo's targets."""
+        if self.read_needs is None:
+            self.read_needs = NO_NEEDS if self.needs_of is None else self.needs_of(self.payload)
+        return self.read_needs
 
 
 def _invalid(code: str, message: str) -> GatewayError:
@@ -89,7 +106,7 @@ def parse_chat_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> 
     payload = json_object(body, max_depth)
     request = _common(payload)
     _messages(payload)
-    request.needs = chat_needs(payload)
+    request.needs_of = chat_needs
     if request.stream:
         ask_for_usage(request)
     return request
@@ -141,7 +158,7 @@ def parse_responses_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH
     if given is not None and not isinstance(given, str | list):
         raise _invalid("invalid_input", "The 'input' field must be a string or an array.")
     request.previous_response_id = previous
-    request.needs = responses_needs(payload)
+    request.needs_of = responses_needs
     background = payload.get("background")
     if background is not None and not isinstance(background, bool):
         raise _invalid("invalid_background", "The 'background' field must be a boolean.")
@@ -160,5 +177,5 @@ def parse_messages_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH)
     max_tokens = payload.get("max_tokens")
     if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
         raise _invalid("invalid_max_tokens", "The 'max_tokens' field must be a positive integer.")
-    request.needs = messages_needs(payload)
+    request.needs_of = messages_needs
     return request

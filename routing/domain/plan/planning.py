@@ -19,7 +19,7 @@ own) and is dropped with its snapshot; an error is never kept, it is raised agai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from omniroute.core.bounds import clip
@@ -72,15 +72,17 @@ def plan_route(
     model: str,
     key: KeyInfo,
     wire_format: str = WireFormat.OPENAI,
-    needs: RequestNeeds = NO_NEEDS,
+    needs: RequestNeeds | Callable[[], RequestNeeds] = NO_NEEDS,
 ) -> RoutePlan:
-    """Resolve ``model`` for ``key``, keeping the targets that can serve ``needs``; raise
-    ``GatewayError`` (404, 403, 400, 503) when it cannot."""
+    """Resolve ``model`` for ``key``, keeping the targets that can serve ``needs`` (or what
+    ``needs()`` returns: asked only for a combo); raise ``GatewayError`` (404, 403, 400, 503)
+    when it cannot."""
     plan = _expanded(snapshot, model, key, wire_format)
     if plan.combo is None:  # a single model: the upstream itself is the judge
         return plan
     fail_open = snapshot.combos[model].options.compat_filter_fail_open
-    kept, skipped = _compatible(snapshot, plan.targets, needs, fail_open, model)
+    wanted = needs() if callable(needs) else needs
+    kept, skipped = _compatible(snapshot, plan.targets, wanted, fail_open, model)
     if not skipped:
         return plan
     return RoutePlan(model, plan.strategy, kept, plan.combo, skipped)
