@@ -252,11 +252,18 @@ def spawned(
         wait_for_port(port)
         yield process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    """Terminate ``process``, killed when it has not exited within ``grace`` seconds, and
+    reaped."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def gateway_env(data_dir: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from omniroute.core.codepath import child_environ, python_module
-from omniroute.tools.loadgen import spawned, wait_for_port
+from omniroute.tools.loadgen import spawned, stop, wait_for_port
 
 UPSTREAM_VARIABLE = "OMNIROUTE_BARE_PROXY_UPSTREAM"
 EPOLL_WAITS = frozenset({"do_epoll_wait", "ep_poll"})  # /proc/<pid>/wchan of an idle event loop
@@ -68,7 +68,7 @@ def bare_proxies(
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            stack.callback(_stop, process)
+            stack.callback(stop, process)
             processes.append(process)
         wait_for_port(port)  # the socket listens from the bind: wait for the processes too
         pids = tuple(process.pid for process in processes)
@@ -94,12 +94,3 @@ def _wait_channel(pid: int) -> str:
         return Path(f"/proc/{pid}/wchan").read_text().strip()
     except OSError:
         return ""
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
