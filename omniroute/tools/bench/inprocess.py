@@ -18,8 +18,8 @@ On a virtual machine whose clock speed follows its load, CPU time per request ca
 quarter from one round to the next. ``--instructions`` counts instead: each application runs in
 a child of its own under valgrind's callgrind, counting only while its measured requests run
 (``callgrind_control`` switches the count on after the warm-up and off after the last request),
-and the figure is the machine instructions per request, the same from run to run to a few
-thousandths. Under valgrind a request takes about fifty times as long, so timers that fire
+and the figure is the machine instructions per request, the same from run to run within about
+1 %. Under valgrind a request takes about fifty times as long, so timers that fire
 within a request natively fire more often (the disconnect watcher after 50 ms): run it at one
 request at a time, where a plain request ends before that watcher starts. Instructions are not
 time (cache misses, allocation): they say where work was added or removed, and the timed rounds
@@ -44,6 +44,7 @@ from typing import Any
 
 from omniroute.core.codepath import child_environ, python_module
 from omniroute.tools.bench.bare_server import UPSTREAM_VARIABLE
+from omniroute.tools.loadgen import stop
 
 KEY_VARIABLE = "OMNIROUTE_INPROCESS_KEY"  # the demo client key, for the child
 PATH = "/v1/chat/completions"
@@ -242,13 +243,19 @@ def count_instructions(options: Options, progress: Callable[[str], None]) -> dic
                 argv, env=child_environ(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
             children[side] = (child, out)
-        for side, (child, out) in children.items():
-            stdout, stderr = child.communicate()
-            if child.returncode != 0:
-                raise RuntimeError(f"the counted child failed:\n{stderr.decode()[-4000:]}")
-            statuses[side] = json.loads(stdout.decode().strip().splitlines()[-1])["statuses"][side]
-            with open(out, encoding="utf-8") as counted:
-                counts[side] = callgrind_total(counted.read()) / options.requests
+        try:
+            for side, (child, out) in children.items():
+                stdout, stderr = child.communicate()
+                if child.returncode != 0:
+                    raise RuntimeError(f"the counted child failed:\n{stderr.decode()[-4000:]}")
+                answered = json.loads(stdout.decode().strip().splitlines()[-1])
+                statuses[side] = answered["statuses"][side]
+                with open(out, encoding="utf-8") as counted:
+                    counts[side] = callgrind_total(counted.read()) / options.requests
+        finally:  # one child failed: the other is not left counting
+            for child, _ in children.values():
+                if child.returncode is None:
+                    stop(child)
     return {"instructions": counts, "statuses": statuses}
 
 

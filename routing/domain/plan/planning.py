@@ -96,9 +96,10 @@ def _expanded(snapshot: ConfigSnapshot, model: str, key: KeyInfo, wire_format: s
     needs are checked: from the snapshot's memo, else worked out and kept (see the module
     docstring)."""
     global _plans
-    if _plans[0] is not snapshot:
-        _plans = (snapshot, {})
-    kept = _plans[1]
+    memo_snapshot, kept = _plans  # one read: another thread may start a memo of its own
+    if memo_snapshot is not snapshot:
+        kept = {}
+        _plans = (snapshot, kept)
     memo = (model, wire_format, key)
     plan = kept.get(memo)
     if plan is None:
