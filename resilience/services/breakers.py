@@ -36,6 +36,7 @@ IDLE_SWEEP_SECONDS = 30 * 60.0
 REGISTRY_CAP = 500
 
 FRESH_PERMIT = Permit(probe=False, generation=0)
+FRESH_BREAKER = Breaker()  # a provider with no record (immutable: one for every request)
 logger = logging.getLogger("omniroute.resilience")
 
 
@@ -126,7 +127,7 @@ async def breaker_acquire(
         raw = await store.get(breaker_key(name))
     stored = _decode(raw)
     if stored is None:
-        return Breaker(), FRESH_PERMIT
+        return FRESH_BREAKER, FRESH_PERMIT
     now = store.clock()
     current = stored.refreshed(policy, now)
     if current.state in (BreakerState.CLOSED, BreakerState.DEGRADED):
