@@ -22,8 +22,8 @@ from django.utils import timezone
 from omniroute.core.bounds import clip, is_header_value
 from omniroute.core.state import get_store
 from resilience.domain.attempts.policy import AttemptPolicy
+from resilience.domain.connection_state import CLEAN, ConnectionState
 from resilience.domain.connection_state import TERMINAL as TERMINAL_STATUSES
-from resilience.domain.connection_state import ConnectionState
 from resilience.domain.policies import (
     breaker_policy_for,
     cooldown_profile_for,
@@ -142,8 +142,9 @@ def _connection_info(connection: ProviderConnection) -> ConnectionInfo:
 
 
 def connection_state_durable(connection: ProviderConnection) -> ConnectionState:
-    """The cooldown and terminal state the row holds: the store's durable (maybe lagging) copy."""
-    return ConnectionState(
+    """The cooldown and terminal state the row holds: the store's durable (maybe lagging) copy;
+    a row with nothing to clear holds :data:`CLEAN` itself (its ``is_clean`` costs a compare)."""
+    state = ConnectionState(
         test_status=connection.test_status,
         rate_limited_until=_epoch(connection.rate_limited_until),
         backoff_level=connection.backoff_level,
@@ -152,6 +153,7 @@ def connection_state_durable(connection: ProviderConnection) -> ConnectionState:
         last_error_type=connection.last_error_type,
         error_code=connection.error_code,
     )
+    return CLEAN if state == CLEAN else state
 
 
 def connection_state_columns(state: ConnectionState) -> dict[str, Any]:

@@ -68,8 +68,8 @@ class ConnectionState:
     @property
     def is_clean(self) -> bool:
         """Nothing to clear: active, no cooldown, no error fields (asked of every answered
-        attempt: compared with one clean state, not a new one each time)."""
-        return self == CLEAN
+        attempt: the clean state itself, as the snapshot holds it, or one equal to it)."""
+        return self is CLEAN or self == CLEAN
 
     def remaining(self, now: float) -> float:
         """Seconds of cooldown left (0 when none or past: lazy recovery, no timer)."""

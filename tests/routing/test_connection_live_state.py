@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from omniroute.core.state import get_store
 from omniroute.core.store import StateStore
-from resilience.domain.connection_state import BANNED, UNAVAILABLE, ConnectionState
+from resilience.domain.connection_state import BANNED, CLEAN, UNAVAILABLE, ConnectionState
 from resilience.services.connections import connection_key
 from routing.models import ProviderConnection
 from routing.selectors import (
@@ -79,6 +79,15 @@ def test_row_columns_and_state_convert_both_ways(connection: ProviderConnection)
 
     assert connection_state_durable(connection) == BANNED_LIVE
     assert connection.last_error_at == datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def test_a_row_with_nothing_to_clear_is_the_clean_state_itself(
+    connection: ProviderConnection,
+) -> None:
+    assert connection_state_durable(connection) is CLEAN  # its is_clean is one identity check
+    connection.backoff_level = 1
+    assert connection_state_durable(connection) is not CLEAN
+    assert not connection_state_durable(connection).is_clean
 
 
 def test_live_states_fall_back_to_the_row(
