@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from routing.proxy.upstream.client import Upstream, upstream_request
+from routing.proxy.upstream.client import Upstream, rate_limit_headers, upstream_request
 
 BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
 HEADERS = {
@@ -44,3 +44,22 @@ def test_the_url_and_its_host_are_parsed_once_per_endpoint() -> None:
     assert upstream.url("https://api.example.com/v1", "/messages") is first
     assert first[0] == httpx.URL("https://api.example.com/v1/messages")
     assert first[1] == b"api.example.com"
+
+
+def test_a_successs_rate_limit_headers_are_kept_lower_cased_and_nothing_else() -> None:
+    headers = httpx.Headers(
+        [
+            (b"Content-Type", b"application/json"),
+            (b"X-RateLimit-Remaining-Requests", b"25"),
+            (b"anthropic-ratelimit-tokens-reset", b"2026-12-07T16:00:00Z"),
+            (b"X-Request-Id", b"req-1"),
+            (b"x-ratelimit-note", "ré".encode()),  # not ASCII: decoded as httpx decodes it
+        ]
+    )
+
+    assert rate_limit_headers(headers) == {
+        "x-ratelimit-remaining-requests": "25",
+        "anthropic-ratelimit-tokens-reset": "2026-12-07T16:00:00Z",
+        "x-ratelimit-note": "ré",
+    }
+    assert rate_limit_headers(httpx.Headers({"content-type": "application/json"})) == {}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -375,7 +375,7 @@ async def _read(
         reply = UpstreamReply(
             response.status_code, content_type, head, response=response, stream=events
         )
-    quota = rate_limit_headers(response.headers.items())
+    quota = rate_limit_headers(response.headers)
     outcome = Outcome(
         OutcomeKind.SUCCESS, response.status_code, quota, latency_ms=_elapsed_ms(started)
     )
@@ -383,16 +383,21 @@ async def _read(
 
 
 RATE_LIMIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
+_RAW_RATE_LIMIT_PREFIXES = tuple(prefix.encode("ascii") for prefix in RATE_LIMIT_PREFIXES)
 
 
-def rate_limit_headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+def rate_limit_headers(headers: httpx.Headers) -> dict[str, str]:
     """The rate-limit headers of a success (lower-cased), which the quota snapshots read; the
-    rest of a success's headers are not kept."""
-    return {
-        lowered: value
-        for name, value in items
-        if (lowered := name.lower()).startswith(RATE_LIMIT_PREFIXES)
-    }
+    rest of a success's headers are neither kept nor decoded (most answers have none)."""
+    found = [
+        (name, value)
+        for name, value in headers.raw
+        if name.lower().startswith(_RAW_RATE_LIMIT_PREFIXES)
+    ]
+    if not found:
+        return {}
+    encoding = headers.encoding  # as httpx decodes them: ascii, else utf-8, else latin-1
+    return {name.lower().decode(encoding): value.decode(encoding) for name, value in found}
 
 
 def _execution_timeout(seconds: float, started: float) -> Outcome:
