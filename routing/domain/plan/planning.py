@@ -20,7 +20,7 @@ own) and is dropped with its snapshot; an error is never kept, it is raised agai
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from omniroute.core.bounds import clip
 from routing.domain.client.errors import GatewayError
@@ -48,10 +48,12 @@ class Target:
     connection: ConnectionInfo
     model: str
     step: int = 0
+    # ``provider/model``, as logs, metrics and the decision header name it: read several times
+    # per request, so written once (targets are planned once per snapshot).
+    label: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def label(self) -> str:
-        return f"{self.provider.slug}/{self.model}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", f"{self.provider.slug}/{self.model}")
 
 
 @dataclass(frozen=True, slots=True)
