@@ -23,7 +23,7 @@ import orjson
 from leases.domain.errors import LeaseCode, lease_error
 from leases.domain.states import RELEASE_REASONS, EndReason
 from leases.domain.tokens import MAX_SAFE_INTEGER
-from omniroute.core.bounds import DEFAULT_MAX_JSON_DEPTH, nesting_exceeds
+from omniroute.core.bounds import DEFAULT_MAX_JSON_DEPTH, read_nesting_exceeds
 from omniroute.core.errors import GatewayError
 
 MAX_MODEL_CHARS = 512
@@ -78,7 +78,7 @@ def parse_lease_request(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) ->
         raise _invalid("The body is not valid JSON.") from None
     if not isinstance(payload, dict):
         raise _invalid("The body must be a JSON object with an 'action'.")
-    if nesting_exceeds(payload, max_depth):
+    if read_nesting_exceeds(body, payload, max_depth):
         raise _invalid(f"The body nests deeper than {max_depth} levels.")
     actions = ", ".join(repr(a.value) for a in LeaseAction)
     given = payload.get("action")

@@ -22,6 +22,7 @@ __all__ = [
     "header_text",
     "is_header_value",
     "nesting_exceeds",
+    "read_nesting_exceeds",
     "unwritable",
 ]
 
@@ -103,12 +104,18 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
     return True
 
 
-def unwritable(raw: bytes, parsed: Any) -> bool:
-    """Whether ``parsed``, read from ``raw``, nests deeper than orjson writes. Walked only when
-    ``raw`` holds that many brackets at all: a usual answer or event costs two byte counts."""
-    if raw.count(b"{") + raw.count(b"[") <= WRITABLE_DEPTH:
+def read_nesting_exceeds(raw: bytes, parsed: Any, limit: int) -> bool:
+    """:func:`nesting_exceeds` for ``parsed``, read from ``raw``: walked only when ``raw`` holds
+    more than ``limit`` brackets at all (each level opens one), so a usual request, answer or
+    event costs two byte counts."""
+    if raw.count(b"{") + raw.count(b"[") <= limit:
         return False
-    return nesting_exceeds(parsed, WRITABLE_DEPTH)
+    return nesting_exceeds(parsed, limit)
+
+
+def unwritable(raw: bytes, parsed: Any) -> bool:
+    """Whether ``parsed``, read from ``raw``, nests deeper than orjson writes."""
+    return read_nesting_exceeds(raw, parsed, WRITABLE_DEPTH)
 
 
 def has_lone_surrogate(value: Any) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from omniroute.core.bounds import (
     header_text,
     is_header_value,
     nesting_exceeds,
+    read_nesting_exceeds,
 )
 
 JSON_VALUES = st.recursive(
@@ -56,6 +58,24 @@ def depth(value: Any) -> int:
 @given(JSON_VALUES, st.integers(min_value=1, max_value=8))
 def test_nesting_agrees_with_the_definition(value: Any, limit: int) -> None:
     assert nesting_exceeds(value, limit) is (depth(value) > limit)
+
+
+@given(JSON_VALUES, st.integers(min_value=1, max_value=8))
+def test_nesting_read_from_bytes_agrees_with_the_definition(value: Any, limit: int) -> None:
+    raw = _dumps(value)
+    assert read_nesting_exceeds(raw, value, limit) is (depth(value) > limit)
+
+
+def test_brackets_in_strings_only_make_the_walk_happen() -> None:
+    shallow = {"text": "[[[[{{{{"}
+    assert not read_nesting_exceeds(_dumps(shallow), shallow, 2)
+    deep = nested(3)
+    assert read_nesting_exceeds(_dumps(deep), deep, 2)
+    assert not read_nesting_exceeds(b"[[[1]]]", deep, 3)  # three brackets: never walked
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def test_clip_keeps_short_text_and_marks_a_cut() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from omniroute.core.bounds import DEFAULT_MAX_JSON_DEPTH, nesting_exceeds
+from omniroute.core.bounds import DEFAULT_MAX_JSON_DEPTH, read_nesting_exceeds
 from routing.domain.client.errors import GatewayError
 from routing.domain.plan.needs import (
     NO_NEEDS,
@@ -75,7 +75,7 @@ def json_object(body: bytes, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> dict[st
         raise _invalid("invalid_json", f"The request body is not valid JSON: {exc}") from exc
     if not isinstance(payload, dict):
         raise _invalid("invalid_json", "The request body must be a JSON object.")
-    if nesting_exceeds(payload, max_depth):
+    if read_nesting_exceeds(body, payload, max_depth):
         raise _invalid("json_too_deep", f"The request body nests deeper than {max_depth} levels.")
     return payload
 
