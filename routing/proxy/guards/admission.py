@@ -32,6 +32,7 @@ from omniroute.core.store import StateStore
 from resilience.domain.request_queue import RequestQueueSettings
 from routing.domain.attempts.admission import QUEUE_FULL as RATE_LIMIT_QUEUE_FULL
 from routing.domain.attempts.admission import check_queue_admission
+from routing.domain.config.snapshot import ConfigSnapshot
 from routing.domain.config.vocabulary import ProviderCategory, Strategy
 from routing.domain.plan.planning import Target
 from routing.proxy.admission.gates import (
@@ -78,6 +79,29 @@ def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requi
     ]
 
 
+CAPS_KEPT = 4096  # targets whose caps are remembered per snapshot; past that it starts again
+_caps: tuple[ConfigSnapshot | None, dict[int, tuple[Target, dict[str, int]]]] = (None, {})
+
+
+def gate_caps(target: Target, snapshot: ConfigSnapshot) -> dict[str, int]:
+    """The caps of ``target``'s own gates that apply (``gate_requirements``), worked out once
+    per snapshot and target: they read nothing else, and a model's targets are planned once per
+    snapshot (docs/architecture.md, "One request"). Not to be changed by the caller."""
+    global _caps
+    kept_for, kept = _caps  # one read: another thread may start a new memo meanwhile
+    if kept_for is not snapshot:
+        kept = {}
+        _caps = (snapshot, kept)
+    found = kept.get(id(target))
+    if found is not None and found[0] is target:  # the target itself keeps its id taken
+        return found[1]
+    caps = requirements(gate_requirements(target, snapshot.request_queue))
+    if len(kept) >= CAPS_KEPT:
+        kept.clear()
+    kept[id(target)] = (target, caps)
+    return caps
+
+
 def member_requirement(target: Target, context: AttemptContext) -> Requirement | None:
     """A round-robin combo's gate per member, with ``memberConcurrency`` set: the
     connection's own cap if it has one, else that option (``None``: no such gate)."""
@@ -98,11 +122,11 @@ class ConcurrencyHolder:
         _live.add(self)
 
     def applies(self, target: Target, context: AttemptContext) -> bool:
-        return bool(requirements(self._items(target, context)))
+        return bool(self._caps(target, context))
 
     async def acquire(self, target: Target, context: AttemptContext) -> Held:
-        items = self._items(target, context)
-        if not requirements(items):  # no cap applies: no gate to pass, no wait to observe
+        caps = self._caps(target, context)
+        if not caps:  # no cap applies: no gate to pass, no wait to observe
             return NO_HOLD
         # Two attempts of one request may run at once (a hedge): each holds its own slots.
         request, tried = context.facts.request_id, len(context.loop.attempts)
@@ -110,7 +134,7 @@ class ConcurrencyHolder:
         started = time.monotonic()
         try:
             return await self.gates.acquire(
-                items,
+                list(caps.items()),
                 holder=holder,
                 wait_seconds=SEMAPHORE_WAIT_SECONDS,
                 max_queue=SEMAPHORE_MAX_QUEUE,
@@ -130,12 +154,12 @@ class ConcurrencyHolder:
             observe_admission_wait("gate", target.provider.slug, time.monotonic() - started)
 
     @staticmethod
-    def _items(target: Target, context: AttemptContext) -> list[Requirement]:
-        items = gate_requirements(target, context.facts.snapshot.request_queue)
+    def _caps(target: Target, context: AttemptContext) -> dict[str, int]:
+        caps = gate_caps(target, context.facts.snapshot)
         member = member_requirement(target, context)
-        if member is not None:
-            items.append(member)
-        return items
+        if member is None:
+            return caps
+        return requirements([*caps.items(), member])
 
 
 def _fails_open(context: AttemptContext) -> bool:

@@ -1,0 +1,60 @@
+"""An attempt's own gate caps are worked out once per snapshot and target
+(``routing.proxy.guards.admission.gate_caps``): a new snapshot's caps are its own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from resilience.domain.request_queue import RequestQueueSettings
+from routing.domain.config.snapshot import ConfigSnapshot, ConnectionInfo, ProviderInfo
+from routing.domain.plan.planning import Target
+from routing.proxy.guards import admission
+from routing.proxy.guards.admission import GLOBAL_GATE, connection_gate, gate_caps
+
+ACME = ProviderInfo("acme", "Acme", "api_key", "https://acme.test/v1", "openai")
+
+
+def target(connection_id: int, max_concurrent: int | None = None) -> Target:
+    connection = ConnectionInfo(
+        id=connection_id,
+        provider="acme",
+        name=f"acme-{connection_id}",
+        priority=connection_id,
+        base_url="https://acme.test/v1",
+        auth_type="api_key",
+        secret="secret",
+        max_concurrent=max_concurrent,
+    )
+    return Target(ACME, connection, "m1")
+
+
+def snapshot(global_cap: int) -> ConfigSnapshot:
+    queue = RequestQueueSettings(global_concurrent_requests=global_cap)
+    return ConfigSnapshot(providers={"acme": ACME}, request_queue=queue)
+
+
+def test_a_snapshot_keeps_a_targets_caps_and_a_new_snapshot_has_its_own() -> None:
+    capped, uncapped = target(1, max_concurrent=2), target(2)
+    first = snapshot(global_cap=0)
+
+    assert gate_caps(capped, first) == {connection_gate(1): 2}
+    assert gate_caps(capped, first) is gate_caps(capped, first)
+    assert gate_caps(uncapped, first) == {}
+    assert gate_caps(uncapped, snapshot(global_cap=5)) == {GLOBAL_GATE: 5}
+    assert gate_caps(capped, replace(first)) == {connection_gate(1): 2}
+
+
+def test_an_equal_target_built_again_is_looked_up_afresh() -> None:
+    first = snapshot(global_cap=0)
+    assert gate_caps(target(1, max_concurrent=2), first) == {connection_gate(1): 2}
+    assert gate_caps(target(1, max_concurrent=3), first) == {connection_gate(1): 3}
+
+
+def test_the_caps_kept_for_one_snapshot_are_bounded() -> None:
+    first = snapshot(global_cap=0)
+    targets = [target(index) for index in range(admission.CAPS_KEPT + 5)]
+
+    for each in targets:
+        gate_caps(each, first)
+
+    assert len(admission._caps[1]) <= admission.CAPS_KEPT
