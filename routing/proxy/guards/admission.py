@@ -106,9 +106,11 @@ def member_requirement(target: Target, context: AttemptContext) -> Requirement |
     """A round-robin combo's gate per member, with ``memberConcurrency`` set: the
     connection's own cap if it has one, else that option (``None``: no such gate)."""
     plan = context.plan
+    if plan.strategy != Strategy.ROUND_ROBIN:  # most requests: no combo lookup
+        return None
     combo = context.facts.snapshot.combos.get(plan.combo or "")
     cap = combo.options.member_concurrency if combo is not None else 0
-    if plan.strategy != Strategy.ROUND_ROBIN or not cap:
+    if not cap:
         return None
     key = f"rr:{plan.combo}:{execution_key(target)}"
     return (key, target.connection.max_concurrent or cap)
