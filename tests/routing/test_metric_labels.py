@@ -13,6 +13,7 @@ from omniroute.core.observability.metrics import (
     AttemptResult,
     clear_counted,
     count_attempt,
+    count_request,
 )
 from routing.domain.attempts.outcomes import Outcome, OutcomeKind
 from routing.domain.config.snapshot import CatalogEntry, ComboInfo, ComboStep, ConfigSnapshot
@@ -101,3 +102,19 @@ def test_a_series_counts_again_after_the_families_are_emptied() -> None:
     count_attempt("mock", "mock/m", AttemptResult.SUCCESS, "success")
     count_attempt("mock", "mock/m", AttemptResult.SUCCESS, "success")
     assert REGISTRY.get_sample_value("omniroute_upstream_attempt_results_total", labels) == 2.0
+
+
+@pytest.mark.usefixtures("request_metrics")
+def test_a_requests_series_count_again_after_the_families_are_emptied() -> None:
+    labels = {"endpoint": "/v1/chat/completions", "provider": "mock", "model": "mock/m"}
+    count_request("/v1/chat/completions", 200, "mock", "mock/m", 0.01)
+    clear_counted()
+    for _ in range(2):
+        count_request("/v1/chat/completions", 200, "mock", "mock/m", 0.01)
+
+    total = {**labels, "status": "200", "status_class": "2xx"}
+    assert REGISTRY.get_sample_value("omniroute_requests_total", total) == 2.0
+    assert REGISTRY.get_sample_value("omniroute_request_duration_seconds_count", labels) == 2.0
+    count_request("/v1/chat/completions", 503, "mock", "mock/m", 0.01)
+    failed = {**labels, "status": "503", "status_class": "5xx"}
+    assert REGISTRY.get_sample_value("omniroute_requests_total", failed) == 1.0

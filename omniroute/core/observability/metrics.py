@@ -120,11 +120,17 @@ def _series_of(family: MetricWrapperBase, *values: str) -> Any:
     return series
 
 
+# A finished request's two series by its labels as given (its status an int): one lookup for the
+# request counter and its duration, where building their label tuples cost more than counting.
+_request_series: dict[tuple[str, int, str, str], tuple[Any, Any]] = {}
+
+
 def clear_counted() -> None:
     """Empty every family of ``COUNTED``, and forget the series kept for them."""
     for family in COUNTED:
         family.clear()
     _series.clear()
+    _request_series.clear()
 
 
 class AttemptResult:
@@ -159,9 +165,17 @@ def count_request(
     first_token_seconds: float | None = None,
 ) -> None:
     """Count one finished request (its labels already bounded)."""
-    _series_of(REQUESTS, endpoint, str(status), status_class(status), provider, model).inc()
-    _series_of(REQUEST_SECONDS, endpoint, provider, model).observe(seconds)
-    if first_token_seconds is not None:
+    key = (endpoint, status, provider, model)
+    series = _request_series.get(key)
+    if series is None:
+        labels = (endpoint, str(status), status_class(status), provider, model)
+        series = _request_series[key] = (
+            _series_of(REQUESTS, *labels),
+            _series_of(REQUEST_SECONDS, endpoint, provider, model),
+        )
+    series[0].inc()
+    series[1].observe(seconds)
+    if first_token_seconds is not None:  # a stream's only: its series is made when one comes
         _series_of(FIRST_TOKEN_SECONDS, endpoint, provider, model).observe(first_token_seconds)
 
 
