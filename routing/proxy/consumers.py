@@ -88,12 +88,14 @@ class RelayConsumer(ProxyConsumer):
     """One client API, as its :class:`Endpoint` declares it: parse, plan on the targets that
     speak its wire format, run the attempt loop, relay the answer (streaming or not)."""
 
+    # Until the request sets them (read from the class, as ProxyConsumer's starting values).
+    exchange: Exchange | None = None  # the access log reads its request and attempts
+    stream_relay: StreamRelay | None = None  # the committed stream being relayed
+
     def __init__(self, *args: Any, endpoint: Endpoint | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if endpoint is not None:
             self.endpoint = endpoint
-        self.exchange: Exchange | None = None  # the access log reads its request and attempts
-        self.stream_relay: StreamRelay | None = None  # the committed stream being relayed
 
     def finished(self) -> None:
         super().finished()

@@ -83,6 +83,28 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
     # The proxy needs no channel layer (its own ``__call__`` never asks for one).
     channel_layer_alias = NO_CHANNEL_LAYER
 
+    # What a request starts with, until it sets its own: read from the class, so a consumer
+    # (one per request) is built with four attributes rather than twenty. Immutable values only
+    # (tests/routing/test_consumer_defaults.py).
+    status = 0  # the answer's status once its head went out
+    sent_bytes = 0
+    key_prefix = "-"  # set once the key is accepted
+    key: KeyInfo | None = None  # the accepted key, for the request log
+    error_code = ""  # the gateway's code in the error answer, if it gave one
+    # When a stream's first token went out (clock time): the one measurement both the
+    # time-to-first-token histogram and the request log report (docs/operating.md).
+    first_token_at: float | None = None
+    tokens: Tokens = NO_TOKENS  # as the answer's usage reported them: metrics, log
+    body_size = 0
+    rejected = False
+    started = False  # whether the response has begun (no error body after that)
+    body_ended = False  # whether the response's last body part went out
+    _working = False  # race_disconnect's work is running
+    _watcher: asyncio.Task[None] | None = None  # watching for the client leaving
+    _ended: Ended | None = None  # why it was cancelled, if it was
+    recorded = False  # counted and logged (once, however the request ended)
+    trace: RequestTrace | None = None  # the request's span, when traced
+
     def __init__(
         self,
         *args: Any,
@@ -95,24 +117,6 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.store = store or get_store()
         self.request_id = new_request_id()
         self.arrived = clock.now()  # the proxy's clock, which the request's deadline runs on
-        self.status = 0  # the answer's status once its head went out
-        self.sent_bytes = 0
-        self.key_prefix = "-"  # set once the key is accepted
-        self.key: KeyInfo | None = None  # the accepted key, for the request log
-        self.error_code = ""  # the gateway's code in the error answer, if it gave one
-        # When a stream's first token went out (clock time): the one measurement both the
-        # time-to-first-token histogram and the request log report (docs/operating.md).
-        self.first_token_at: float | None = None
-        self.tokens: Tokens = NO_TOKENS  # as the answer's usage reported them: metrics, log
-        self.body_size = 0
-        self.rejected = False
-        self.started = False  # whether the response has begun (no error body after that)
-        self.body_ended = False  # whether the response's last body part went out
-        self._working = False  # race_disconnect's work is running
-        self._watcher: asyncio.Task[None] | None = None  # watching for the client leaving
-        self._ended: Ended | None = None  # why it was cancelled, if it was
-        self.recorded = False  # counted and logged (once, however the request ended)
-        self.trace: RequestTrace | None = None  # the request's span, when traced
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Each message the server hands in, dispatched in turn until the consumer stops.
