@@ -1,5 +1,6 @@
 """An attempt's own gate caps are worked out once per snapshot and target
-(``routing.proxy.guards.admission.gate_caps``): a new snapshot's caps are its own."""
+(``routing.proxy.guards.admission.gate_caps``, a ``routing.proxy.snapshot_memo.TargetMemo``): a
+new snapshot's caps are its own."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from dataclasses import replace
 from resilience.domain.request_queue import RequestQueueSettings
 from routing.domain.config.snapshot import ConfigSnapshot, ConnectionInfo, ProviderInfo
 from routing.domain.plan.planning import Target
-from routing.proxy.guards import admission
 from routing.proxy.guards.admission import GLOBAL_GATE, connection_gate, gate_caps
 
 ACME = ProviderInfo("acme", "Acme", "api_key", "https://acme.test/v1", "openai")
@@ -52,9 +52,9 @@ def test_an_equal_target_built_again_is_looked_up_afresh() -> None:
 
 def test_the_caps_kept_for_one_snapshot_are_bounded() -> None:
     first = snapshot(global_cap=0)
-    targets = [target(index) for index in range(admission.CAPS_KEPT + 5)]
+    targets = [target(index) for index in range(gate_caps.bound + 5)]
 
     for each in targets:
         gate_caps(each, first)
 
-    assert len(admission._caps[1]) <= admission.CAPS_KEPT
+    assert 0 < len(gate_caps) <= gate_caps.bound

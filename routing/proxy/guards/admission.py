@@ -46,6 +46,7 @@ from routing.proxy.admission.gates import (
 from routing.proxy.admission.limiter import Limiter, LimiterPolicy
 from routing.proxy.context import AttemptContext
 from routing.proxy.seams import Held, HoldRefused
+from routing.proxy.snapshot_memo import TargetMemo
 from routing.strategies.quota_share import execution_key
 
 logger = logging.getLogger(__name__)
@@ -79,27 +80,13 @@ def gate_requirements(target: Target, queue: RequestQueueSettings) -> list[Requi
     ]
 
 
-CAPS_KEPT = 4096  # targets whose caps are remembered per snapshot; past that it starts again
-_caps: tuple[ConfigSnapshot | None, dict[int, tuple[Target, dict[str, int]]]] = (None, {})
+def _gate_caps(target: Target, snapshot: ConfigSnapshot) -> dict[str, int]:
+    return requirements(gate_requirements(target, snapshot.request_queue))
 
 
-def gate_caps(target: Target, snapshot: ConfigSnapshot) -> dict[str, int]:
-    """The caps of ``target``'s own gates that apply (``gate_requirements``), worked out once
-    per snapshot and target: they read nothing else, and a model's targets are planned once per
-    snapshot (docs/architecture.md, "One request"). Not to be changed by the caller."""
-    global _caps
-    kept_for, kept = _caps  # one read: another thread may start a new memo meanwhile
-    if kept_for is not snapshot:
-        kept = {}
-        _caps = (snapshot, kept)
-    found = kept.get(id(target))
-    if found is not None and found[0] is target:  # the target itself keeps its id taken
-        return found[1]
-    caps = requirements(gate_requirements(target, snapshot.request_queue))
-    if len(kept) >= CAPS_KEPT:
-        kept.clear()
-    kept[id(target)] = (target, caps)
-    return caps
+gate_caps = TargetMemo(_gate_caps)
+"""The caps of ``target``'s own gates that apply (``gate_requirements``), once per snapshot and
+target: they read nothing else. Not to be changed by the caller."""
 
 
 def member_requirement(target: Target, context: AttemptContext) -> Requirement | None:
