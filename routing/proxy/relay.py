@@ -13,9 +13,11 @@ from omniroute.core.bounds import clip, header_text
 from routing.domain.attempts.failures import error_parts
 from routing.domain.attempts.outcomes import OutcomeKind
 from routing.domain.client.errors import error_body, upstream_error_body
+from routing.domain.config.snapshot import ConfigSnapshot
 from routing.domain.config.vocabulary import ExclusionReason
 from routing.domain.plan.planning import Target
 from routing.proxy.context import AttemptContext
+from routing.proxy.snapshot_memo import TargetMemo
 from routing.proxy.upstream.client import RELAYED_ERROR_HEADERS, UpstreamReply
 
 TERMINAL_COOLING = "all_targets_cooling_down"
@@ -49,11 +51,7 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
     latency_ms = int((time.monotonic() - context.facts.started) * 1000)
     parts = [f"strategy={context.plan.strategy}", *context.notes]  # a prelude's: panel, stages
     if target is not None:
-        parts += [
-            f"target={clip(target.label)}",
-            f"provider={target.provider.slug}",
-            f"connection={target.connection.id}",
-        ]
+        parts.append(_target_parts(target, context.facts.snapshot))
     parts += [f"latency_ms={latency_ms}", f"attempts={len(context.loop.attempts)}"]
     if context.loop.panic:  # every target was excluded by self-set timers
         parts.append("panic=1")
@@ -70,6 +68,16 @@ def decision_header(context: AttemptContext, target: Target | None) -> bytes:
             )
         )
     return header_text("; ".join(parts))
+
+
+def _named(target: Target, _: ConfigSnapshot) -> str:
+    return (
+        f"target={clip(target.label)}; provider={target.provider.slug}; "
+        f"connection={target.connection.id}"
+    )
+
+
+_target_parts = TargetMemo(_named)  # the decision's words for a target, once per snapshot
 
 
 def decision_comment(context: AttemptContext, target: Target) -> bytes:
