@@ -16,7 +16,12 @@ BETA = ProviderInfo("beta", "Beta", "api_key", "https://beta.test/v1", WireForma
 
 
 def target(
-    connection_id: int, step: int = 0, *, model: str = "m", provider: ProviderInfo = ALPHA
+    connection_id: int,
+    step: int = 0,
+    *,
+    model: str = "m",
+    provider: ProviderInfo = ALPHA,
+    max_concurrent: int | None = None,
 ) -> Target:
     connection = ConnectionInfo(
         id=connection_id,
@@ -25,6 +30,7 @@ def target(
         priority=connection_id,
         base_url=provider.base_url,
         auth_type="api_key",
+        max_concurrent=max_concurrent,
     )
     return Target(provider, connection, model, step)
 

@@ -7,30 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from resilience.domain.request_queue import RequestQueueSettings
-from routing.domain.config.snapshot import ConfigSnapshot, ConnectionInfo, ProviderInfo
-from routing.domain.plan.planning import Target
+from routing.domain.config.snapshot import ConfigSnapshot
 from routing.proxy.guards.admission import GLOBAL_GATE, connection_gate, gate_caps
-
-ACME = ProviderInfo("acme", "Acme", "api_key", "https://acme.test/v1", "openai")
-
-
-def target(connection_id: int, max_concurrent: int | None = None) -> Target:
-    connection = ConnectionInfo(
-        id=connection_id,
-        provider="acme",
-        name=f"acme-{connection_id}",
-        priority=connection_id,
-        base_url="https://acme.test/v1",
-        auth_type="api_key",
-        secret="secret",
-        max_concurrent=max_concurrent,
-    )
-    return Target(ACME, connection, "m1")
+from tests.routing.auto_support import ALPHA, target
 
 
 def snapshot(global_cap: int) -> ConfigSnapshot:
     queue = RequestQueueSettings(global_concurrent_requests=global_cap)
-    return ConfigSnapshot(providers={"acme": ACME}, request_queue=queue)
+    return ConfigSnapshot(providers={"alpha": ALPHA}, request_queue=queue)
 
 
 def test_a_snapshot_keeps_a_targets_caps_and_a_new_snapshot_has_its_own() -> None:
