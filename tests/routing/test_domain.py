@@ -430,7 +430,7 @@ def test_a_refused_model_is_refused_again_and_not_kept() -> None:
         with pytest.raises(GatewayError):
             plan_route(SNAPSHOT, "alpha/big", key(models=["beta/*"]))
 
-    assert ("alpha/big", "openai", key(models=["beta/*"])) not in planning._plans[1]
+    assert ("alpha/big", "openai", key(models=["beta/*"])) not in planning._plans.of(SNAPSHOT)
 
 
 def test_the_plans_kept_for_one_snapshot_are_bounded() -> None:
@@ -438,5 +438,5 @@ def test_the_plans_kept_for_one_snapshot_are_bounded() -> None:
 
     plans = [plan_route(SNAPSHOT, model, key()) for model in models]
 
-    assert len(planning._plans[1]) <= planning.PLANS_KEPT
+    assert len(planning._plans) <= planning.PLANS_KEPT
     assert [p.targets[0].model for p in plans] == [m.removeprefix("alpha/") for m in models]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from omniroute.core.bounds import clip
 from routing.domain.client.errors import GatewayError
+from routing.domain.config.memo import SnapshotMemo
 from routing.domain.config.snapshot import ConfigSnapshot, ConnectionInfo, KeyInfo, ProviderInfo
 from routing.domain.config.vocabulary import Strategy, WireFormat
 from routing.domain.plan.compatibility import (
@@ -90,25 +91,18 @@ def plan_route(
     return RoutePlan(model, plan.strategy, kept, plan.combo, skipped)
 
 
-_plans: tuple[ConfigSnapshot | None, dict[tuple[str, str, KeyInfo], RoutePlan]] = (None, {})
+_plans: SnapshotMemo[tuple[str, str, KeyInfo], RoutePlan] = SnapshotMemo(PLANS_KEPT)
 
 
 def _expanded(snapshot: ConfigSnapshot, model: str, key: KeyInfo, wire_format: str) -> RoutePlan:
     """Every target ``model`` resolves to for ``key`` in ``wire_format``, before the request's
     needs are checked: from the snapshot's memo, else worked out and kept (see the module
     docstring)."""
-    global _plans
-    memo_snapshot, kept = _plans  # one read: another thread may start a memo of its own
-    if memo_snapshot is not snapshot:
-        kept = {}
-        _plans = (snapshot, kept)
+    kept = _plans.of(snapshot)
     memo = (model, wire_format, key)
     plan = kept.get(memo)
     if plan is None:
-        plan = _resolve(snapshot, model, key, wire_format)
-        if len(kept) >= PLANS_KEPT:
-            kept.clear()
-        kept[memo] = plan
+        plan = _plans.keep(kept, memo, _resolve(snapshot, model, key, wire_format))
     return plan
 
 
