@@ -125,7 +125,7 @@ def test_twin_and_others_tables() -> None:
     assert twin[2].endswith("| 2.15 · 2.15 · 2.15 | 2.150 | +2.4 % |")
     assert twin_table(table_runs(), WITHOUT_TWIN) == []
     others = others_table(table_runs(), WITH_TWIN)
-    assert others[2] == "| non-stream, 1 | before (aaa) | 0.200 | 0.300 | 100 | 0 |"
+    assert others[2] == "| non-stream, 1 | before (aaa) | 0.200 | 0.300 | 100 | 0.000 | 0 |"
     assert len(others) == 2 + 3
 
 
@@ -164,7 +164,9 @@ def test_the_ceiling_table_sets_the_after_side_against_the_bare_proxy_by_medians
         " | req/s met, p50 missed |"
     )
     assert ceiling_table(runs, WITH_TWIN) == []
-    assert len(others_table(runs, WITH_CEILING)) == 2 + 4  # the bare proxy's own CPU row too
+    others = others_table(runs, WITH_CEILING)
+    assert len(others) == 2 + 4  # the bare proxy's own CPU row too
+    assert others[3] == "| non-stream, 1 | after (bbb) | 0.200 | 0.300 | 900 | 1.250 | 0 |"
     assert "Against the ceiling" in render(runs, WITH_CEILING, 3.0)
     assert "Against the ceiling" not in render(runs, WITH_TWIN, 3.0)
 

@@ -201,11 +201,13 @@ def side_names(sides: Sides) -> list[str]:
 
 def others_table(runs: Sequence[PairedRun], sides: Sides) -> list[str]:
     """Per cell and side: the medians of the load generator's and the fake upstream's CPU per
-    request, the median request count per run and the errors (not part of the ratio)."""
+    request, the median request count per run, the median of the runs' median latency (so a
+    change's latency is read side by side, as its CPU is) and the errors (not part of the
+    ratio)."""
     lines = [
         "| mode, concurrency | side | load generator ms/req | upstream ms/req"
-        " | requests/run | errors |",
-        "|---|---|---|---|---|---|",
+        " | requests/run | p50 ms | errors |",
+        "|---|---|---|---|---|---|---|",
     ]
     for cell in cells_of(runs):
         for side in side_names(sides):
@@ -215,6 +217,7 @@ def others_table(runs: Sequence[PairedRun], sides: Sides) -> list[str]:
                 f" | {median([r.loadgen_ms for r in chosen]):.3f}"
                 f" | {median([r.upstream_ms for r in chosen]):.3f}"
                 f" | {median([r.requests for r in chosen]):.0f}"
+                f" | {median([r.p50_ms for r in chosen]):.3f}"
                 f" | {sum(r.errors for r in chosen)} |"
             )
     return lines
@@ -317,7 +320,8 @@ def render(runs: Sequence[PairedRun], sides: Sides, bar: float) -> str:
     if sides.twin is not None:
         parts += ["A/A pair (the noise figure):", "\n".join(twin_table(runs, sides))]
     parts += [
-        "Load generator and fake upstream CPU per request (medians), outside the ratio:",
+        "Load generator and fake upstream CPU per request, and latency (medians), outside the"
+        " ratio:",
         "\n".join(others_table(runs, sides)),
     ]
     if sides.ratios:
