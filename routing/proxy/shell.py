@@ -187,6 +187,12 @@ class ProxyConsumer(AsyncHttpConsumer):  # channels ships no types: AsyncHttpCon
         self.sent_bytes += len(body)
         self.body_ended = not more_body
         await super().send_body(body, more_body=more_body)
+        if not more_body:
+            # The server writes the answer's last part on its loop's next turn (daphne's
+            # Twisted transport buffers every write): give it that turn before the request's
+            # own bookkeeping (releasing admission, recording), so the client is not kept
+            # waiting for work that is no longer its own (docs/architecture.md, "One request").
+            await asyncio.sleep(0)
 
     async def _end_stream_failed(self) -> None:
         """The gateway's own failure after a stream's head went out: this API's in-band

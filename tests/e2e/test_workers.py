@@ -141,9 +141,15 @@ def test_two_workers_serve_and_a_killed_worker_is_replaced(
 ) -> None:
     pids = two_workers(workers)
     route = make_route(workers, fake)
-    for pid in pids:
+    for served, pid in enumerate(pids, start=1):
         with alone(workers, pid, pids) as gateway:
             serves_new_key(gateway, route, pid)
+            # A request is counted once its answer has gone out: stop no worker before that.
+            wait_for(
+                lambda: counted(scrape(gateway), route.provider) == served or None,  # noqa: B023
+                ANSWER_BOUND_SECONDS,
+                f"worker {pid}'s request counted",
+            )
     with alone(workers, min(pids), pids) as gateway:
         # Both workers' requests are in either worker's /metrics (one multiprocess directory).
         wait_for(
