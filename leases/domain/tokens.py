@@ -8,10 +8,11 @@ every request; it travels as a plain decimal header.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from datetime import datetime
+
+from omniroute.core.digest import sha256_hex
 
 OWNER_HEADER = b"x-omniroute-lease-owner"
 GENERATION_HEADER = b"x-omniroute-lease-generation"
@@ -40,7 +41,7 @@ def owner_is_valid(value: str) -> bool:
 
 def owner_hash(value: str) -> str:
     """The SHA-256 of an owner token, lowercase hex: the only form the gateway stores."""
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+    return sha256_hex(value.encode("utf-8"))
 
 
 def parse_generation(value: str) -> int | None:

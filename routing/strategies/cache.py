@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from omniroute.core.digest import sha256_hex
 from omniroute.core.store import StateStore
 from routing.domain.plan.planning import Target
 from routing.strategies.keys import execution_key
@@ -69,7 +70,7 @@ def prompt_cache_key(payload: Mapping[str, Any]) -> str | None:
         )
     except (ValueError, RecursionError):  # a circular or absurdly deep structure: no affinity
         return None
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return sha256_hex(canonical.encode())
 
 
 def rendezvous(

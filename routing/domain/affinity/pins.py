@@ -19,12 +19,12 @@ never move from one step to another, so a combo's declared fail-over order stays
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from omniroute.core.digest import sha256_hex
 from routing.domain.config.vocabulary import Strategy
 from routing.domain.plan.planning import Target
 
@@ -49,7 +49,7 @@ leaves their requests alone."""
 def pin_hash(provider: str, session: str) -> str:
     """The name of a session's pin at ``provider``: SHA-256 of ``<provider>:<session>`` (the
     raw session id is never stored)."""
-    return hashlib.sha256(f"{provider}:{session}".encode()).hexdigest()
+    return sha256_hex(f"{provider}:{session}".encode())
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,10 +7,11 @@ First hit wins: a session header, then a body field, then a hash of the first in
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from omniroute.core.digest import sha256_hex
 
 INPUT_KEY_PREFIX = "input:"  # a key hashed from the first input text, not given by the client
 SESSION_HEADERS = (b"x-codex-session-id", b"x-session-id", b"x-omniroute-session")
@@ -21,7 +22,7 @@ _TEXT_KEYS = ("text", "content", "prompt")
 
 
 def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(text.encode())
 
 
 def normalised(prefix: str, value: object) -> str | None:

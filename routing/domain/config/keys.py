@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Iterable
 from datetime import datetime
+
+from omniroute.core.digest import sha256_hex
 
 KEY_PREFIX = "sk-omr-"
 DISPLAY_PREFIX_CHARS = 12
@@ -18,7 +19,7 @@ def generate_key() -> str:
 
 def hash_key(plaintext: str) -> str:
     """The SHA-256 hex digest under which a key is stored and looked up."""
-    return hashlib.sha256(plaintext.encode()).hexdigest()
+    return sha256_hex(plaintext.encode())
 
 
 def display_prefix(plaintext: str) -> str:
