@@ -3,6 +3,7 @@ its end instead of on random pages (docs/operating.md, "Request log")."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -29,3 +30,32 @@ def test_ids_in_the_same_millisecond_still_differ(monkeypatch: pytest.MonkeyPatc
     ids = {new_request_id() for _ in range(1000)}
 
     assert len(ids) == 1000
+
+
+def test_the_pool_hands_each_piece_out_once_and_draws_again_when_empty() -> None:
+    pool = shell.RandomPool(pieces=4)
+
+    taken = [pool.take() for _ in range(12)]  # three draws of four
+
+    assert all(re.fullmatch(r"[0-9a-f]{12}", piece) for piece in taken)
+    assert len(set(taken)) == 12
+
+
+def test_a_forked_child_draws_its_own_pieces() -> None:
+    pool = shell.RandomPool(pieces=64)
+    pool.take()  # the parent's pool now holds 63 pieces
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        os.close(reader)
+        os.write(writer, "".join(pool.take() for _ in range(5)).encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as pipe:
+        in_child = pipe.read()
+    os.waitpid(child, 0)
+
+    in_parent = "".join(pool.take() for _ in range(5))
+
+    assert len(in_child) == 60
+    assert in_child != in_parent
