@@ -48,11 +48,8 @@ async def read_capped(response: httpx.Response) -> bytes | None:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > cap:
         return None
-    try:
-        content = response.content  # built already read, as tests may
-    except httpx.ResponseNotRead:
-        pass
-    else:
+    content = read_already(response)
+    if content is not None:
         return content if len(content) <= cap else None
     parts: list[bytes] = []
     size = 0
@@ -84,11 +81,21 @@ async def sse_head(chunks: AsyncIterator[bytes]) -> bytes | None:
 
 def raw_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body as it arrives; a response built already read (as tests may) yields it whole."""
+    content = read_already(response)
+    return response.aiter_raw() if content is None else _once(content)
+
+
+def read_already(response: httpx.Response) -> bytes | None:
+    """The body of a response built already read (``httpx.Response(content=...)``, as tests
+    build them), else ``None``. A transport's response has a stream of its own and is never read
+    yet: it is not asked, since asking raises and catches ``httpx.ResponseNotRead`` (0.7 µs in a
+    tight loop, more inside a request)."""
+    if not isinstance(response.stream, httpx.ByteStream):
+        return None
     try:
-        content = response.content
-    except httpx.ResponseNotRead:
-        return response.aiter_raw()
-    return _once(content)
+        return response.content
+    except httpx.ResponseNotRead:  # given a byte stream, not read
+        return None
 
 
 async def _once(content: bytes) -> AsyncIterator[bytes]:
