@@ -8,15 +8,15 @@ import re
 
 import pytest
 
-from routing.proxy import shell
-from routing.proxy.shell import new_request_id
+from routing.proxy import request_ids
+from routing.proxy.request_ids import RandomPool, new_request_id
 
 HEX24 = re.compile(r"[0-9a-f]{24}")
 
 
 def test_ids_are_24_hex_digits_and_sort_by_arrival(monkeypatch: pytest.MonkeyPatch) -> None:
     arrivals = iter(range(1_765_000_000_000, 1_765_000_000_000 + 50 * 7, 7))
-    monkeypatch.setattr(shell.time, "time_ns", lambda: next(arrivals) * 1_000_000)
+    monkeypatch.setattr(request_ids.time, "time_ns", lambda: next(arrivals) * 1_000_000)
 
     ids = [new_request_id() for _ in range(50)]
 
@@ -25,7 +25,7 @@ def test_ids_are_24_hex_digits_and_sort_by_arrival(monkeypatch: pytest.MonkeyPat
 
 
 def test_ids_in_the_same_millisecond_still_differ(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shell.time, "time_ns", lambda: 1_765_000_000_000_000_000)
+    monkeypatch.setattr(request_ids.time, "time_ns", lambda: 1_765_000_000_000_000_000)
 
     ids = {new_request_id() for _ in range(1000)}
 
@@ -33,7 +33,7 @@ def test_ids_in_the_same_millisecond_still_differ(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_pool_hands_each_piece_out_once_and_draws_again_when_empty() -> None:
-    pool = shell.RandomPool(pieces=4)
+    pool = RandomPool(pieces=4)
 
     taken = [pool.take() for _ in range(12)]  # three draws of four
 
@@ -42,7 +42,7 @@ def test_the_pool_hands_each_piece_out_once_and_draws_again_when_empty() -> None
 
 
 def test_a_forked_child_draws_its_own_pieces() -> None:
-    pool = shell.RandomPool(pieces=64)
+    pool = RandomPool(pieces=64)
     pool.take()  # the parent's pool now holds 63 pieces
     reader, writer = os.pipe()
     child = os.fork()
