@@ -19,6 +19,7 @@ from django.urls import path, re_path  # noqa: E402
 
 from omniroute.dashboard.consumers import DashboardConsumer  # noqa: E402
 from omniroute.dashboard.origin import OriginValidator  # noqa: E402
+from omniroute.exact_paths import ExactPaths  # noqa: E402
 from omniroute.header_limits import HeaderLimits  # noqa: E402
 from omniroute.lifespan import Lifespan  # noqa: E402
 from omniroute.sockets import NoSuchSocket  # noqa: E402
@@ -30,23 +31,22 @@ from routing.proxy.consumers import (  # noqa: E402
     RelayConsumer,
 )
 
+relay_apps = {api.route: RelayConsumer.as_asgi(endpoint=api) for api in CLIENT_APIS}
+http_router = URLRouter(
+    [
+        *(path(route.removeprefix("/"), app) for route, app in relay_apps.items()),
+        path("v1/models", ModelsConsumer.as_asgi()),
+        path("v1/models/<path:model>", ModelsConsumer.as_asgi()),
+        re_path(r"^v1/messages/", MessagesNotFoundConsumer.as_asgi()),
+        re_path(r"^v1/", NotFoundConsumer.as_asgi()),
+        re_path(r"", django_app),  # type: ignore[arg-type]  # an ASGI app
+    ]
+)
+
 application = ProtocolTypeRouter(
     {
-        "http": HeaderLimits(
-            URLRouter(
-                [
-                    *(
-                        path(api.route.removeprefix("/"), RelayConsumer.as_asgi(endpoint=api))
-                        for api in CLIENT_APIS
-                    ),
-                    path("v1/models", ModelsConsumer.as_asgi()),
-                    path("v1/models/<path:model>", ModelsConsumer.as_asgi()),
-                    re_path(r"^v1/messages/", MessagesNotFoundConsumer.as_asgi()),
-                    re_path(r"^v1/", NotFoundConsumer.as_asgi()),
-                    re_path(r"", django_app),  # type: ignore[arg-type]  # an ASGI app
-                ]
-            )
-        ),
+        # The client APIs' fixed paths by dictionary, every other path by the router.
+        "http": HeaderLimits(ExactPaths(relay_apps, http_router)),
         "websocket": OriginValidator(
             AuthMiddlewareStack(
                 URLRouter(
