@@ -15,6 +15,7 @@ from omniroute.tools.bench.inprocess import (
     callgrind_total,
     drive,
     http_scope,
+    one_request,
     render,
     render_instructions,
     request_body,
@@ -105,3 +106,63 @@ def test_the_instruction_report_gives_each_side_per_request_and_their_ratio() ->
     assert "| bare proxy | 794.6 k | 200: 300 |" in text
     assert "gateway / bare proxy: 1.93× (+738.1 k)" in text
     assert text.startswith("plain requests, 1 at a time, 300 requests counted")
+
+
+class LateRecorder:
+    """An ASGI application that answers at once, then keeps working 50 ms before it returns."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+        await asyncio.sleep(0.05)  # the request's bookkeeping: no longer the client's wait
+
+
+def test_the_time_to_the_answer_stops_at_its_last_part_not_at_the_applications_return() -> None:
+    answered_in: list[int] = []
+    scope = http_scope(b"{}", [])
+
+    async def one() -> tuple[int, float]:
+        started = asyncio.get_running_loop().time()
+        status = await one_request(LateRecorder(), scope, b"{}", answered_in)
+        return status, asyncio.get_running_loop().time() - started
+
+    status, whole = asyncio.run(one())
+
+    assert status == 200 and whole >= 0.05  # the application returned after its own work
+    assert len(answered_in) == 1 and answered_in[0] < 0.05 * 1e9  # the answer came before it
+
+
+def test_drive_times_every_request_when_asked() -> None:
+    app, body = CountingApp(), request_body("m", stream=False)
+    answered_in: list[int] = []
+
+    asyncio.run(drive(app, http_scope(body, []), body, 5, 1, answered_in))
+
+    assert len(answered_in) == 5 and all(ns >= 1_000_000 for ns in answered_in)  # 1 ms sleep
+
+
+def test_the_report_adds_the_latency_table_one_at_a_time() -> None:
+    result = {
+        "figures": {GATEWAY: [300.0, 310.0, 400.0], BARE: [150.0, 100.0, 160.0]},
+        "statuses": {GATEWAY: {"200": 3}, BARE: {"200": 3}},
+        "latency": {GATEWAY: [600.0, 580.0, 610.0], BARE: [410.0, 420.0, 400.0]},
+    }
+
+    text = render(Options(stream=False, concurrency=1, requests=10, rounds=3), result)
+
+    assert "| gateway | 600.0 | 600 · 580 · 610 |" in text
+    assert "| bare proxy | 410.0 | 410 · 420 · 400 |" in text
+    assert "added by the gateway: +190.0 µs (the served bench's bar at one client: +100 µs)" in text
+
+
+def test_the_report_has_no_latency_table_under_concurrency() -> None:
+    result = {
+        "figures": {GATEWAY: [300.0], BARE: [150.0]},
+        "statuses": {GATEWAY: {"200": 1}, BARE: {"200": 1}},
+        "latency": {GATEWAY: [], BARE: []},
+    }
+
+    text = render(Options(stream=False, concurrency=16, requests=10, rounds=1), result)
+
+    assert "added by the gateway" not in text

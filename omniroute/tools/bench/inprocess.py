@@ -11,7 +11,10 @@ application, then the other, alternating which goes first; the figure is the CPU
 and its children (the gateway's request-log writer process) per request, the median of the
 rounds. What differs between the two is the gateway's own work: authentication, planning, the
 guards, recording, metrics, the request log, the stream relay (docs/architecture.md, checks and
-measurements). The child is started as ``serve`` starts a server (``python -P``, this checkout
+measurements). One request at a time, the rounds also time each request from the application's
+call to its answer's last part, which is what a client waits for (the work after it, such as
+recording the request, is not counted), and report each side's median and the gateway's
+addition. The child is started as ``serve`` starts a server (``python -P``, this checkout
 first), with uvloop and the garbage collector tuned as a serving process has them.
 
 On a virtual machine whose clock speed follows its load, CPU time per request can vary by a
@@ -37,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -44,6 +48,7 @@ from typing import Any
 
 from omniroute.core.codepath import child_environ, python_module
 from omniroute.tools.bench.bare_server import UPSTREAM_VARIABLE
+from omniroute.tools.bench.report import CEILING_ADDED_P50_MS
 from omniroute.tools.loadgen import stop
 
 KEY_VARIABLE = "OMNIROUTE_INPROCESS_KEY"  # the demo client key, for the child
@@ -86,12 +91,17 @@ def http_scope(body: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any
     }
 
 
-async def one_request(app: Application, scope: dict[str, Any], body: bytes) -> int:
+async def one_request(
+    app: Application, scope: dict[str, Any], body: bytes, answered_in: list[int] | None = None
+) -> int:
     """One request through ``app``: its body in one message, then (once the answer has ended)
-    a disconnect; the answer's status."""
+    a disconnect; the answer's status. With ``answered_in``, the nanoseconds from the
+    application's call to its answer's last part are appended to it: what a client waits for,
+    without the work the application does after it."""
     answered = asyncio.Event()
     status = 0
     sent = False
+    started = time.perf_counter_ns()
 
     async def receive() -> dict[str, Any]:
         nonlocal sent
@@ -107,15 +117,23 @@ async def one_request(app: Application, scope: dict[str, Any], body: bytes) -> i
             status = message["status"]
         elif not message.get("more_body"):
             answered.set()
+            if answered_in is not None:
+                answered_in.append(time.perf_counter_ns() - started)
 
     await app(dict(scope), receive, send)
     return status
 
 
 async def drive(
-    app: Application, scope: dict[str, Any], body: bytes, count: int, concurrency: int
+    app: Application,
+    scope: dict[str, Any],
+    body: bytes,
+    count: int,
+    concurrency: int,
+    answered_in: list[int] | None = None,
 ) -> dict[int, int]:
-    """``count`` requests through ``app``, ``concurrency`` at a time; how many got each status."""
+    """``count`` requests through ``app``, ``concurrency`` at a time; how many got each status
+    (and, with ``answered_in``, how long each took to its answer's last part, in ns)."""
     left = count
     statuses: dict[int, int] = {}
 
@@ -123,7 +141,7 @@ async def drive(
         nonlocal left
         while left > 0:
             left -= 1
-            status = await one_request(app, scope, body)
+            status = await one_request(app, scope, body, answered_in)
             statuses[status] = statuses.get(status, 0) + 1
 
     await asyncio.gather(*(client() for _ in range(max(1, concurrency))))
@@ -155,14 +173,19 @@ def child_main(options: Options) -> dict[str, Any]:
         sides = {options.counted: sides[options.counted]}
     figures: dict[str, list[float]] = {side: [] for side in sides}
     statuses: dict[str, dict[int, int]] = {side: {} for side in sides}
+    # One at a time, each round's median time to the answer (µs): the latency a client adds.
+    latency: dict[str, list[float]] = {side: [] for side in sides}
 
     async def measured(side: str) -> None:
         app, body, headers = sides[side]
+        times: list[int] = []
         got = await drive(
-            app, http_scope(body, headers), body, options.requests, options.concurrency
+            app, http_scope(body, headers), body, options.requests, options.concurrency, times
         )
         for status, count in got.items():
             statuses[side][status] = statuses[side].get(status, 0) + count
+        if options.concurrency == 1 and not options.counted:
+            latency[side].append(statistics.median(times) / 1000)
 
     async def rounds() -> None:
         for app, body, headers in sides.values():
@@ -187,7 +210,7 @@ def child_main(options: Options) -> dict[str, Any]:
         asyncio.run(rounds())
     else:
         uvloop.run(rounds())
-    return {"figures": figures, "statuses": statuses}
+    return {"figures": figures, "statuses": statuses, "latency": latency}
 
 
 def callgrind_count(on: bool) -> None:
@@ -300,7 +323,32 @@ def render(options: Options, result: dict[str, Any]) -> str:
         counts = ", ".join(f"{status}: {n}" for status, n in sorted(statuses[side].items()))
         lines.append(f"| {side} | {median:.1f} | {rounds} | {counts} |")
     lines += ["", f"gateway / bare proxy: {gateway / bare:.2f}× ({gateway - bare:+.1f} µs)"]
+    latency = result.get("latency", {})
+    if latency.get(GATEWAY) and latency.get(BARE):
+        lines += ["", *render_latency(latency)]
     return "\n".join(lines)
+
+
+def render_latency(latency: dict[str, list[float]]) -> list[str]:
+    """One at a time: each side's time from the application's call to its answer's last part,
+    and the gateway's addition, beside the served bench's bar (pure)."""
+    lines = [
+        "One at a time, from the application's call to its answer's last part (µs, the median"
+        " of each round's median; the work after the answer is not counted):",
+        "",
+        "| application | median µs | every round |",
+        "|---|---|---|",
+    ]
+    for side in (GATEWAY, BARE):
+        rounds = " · ".join(f"{value:.0f}" for value in latency[side])
+        lines.append(f"| {side} | {statistics.median(latency[side]):.1f} | {rounds} |")
+    added = statistics.median(latency[GATEWAY]) - statistics.median(latency[BARE])
+    lines += [
+        "",
+        f"added by the gateway: {added:+.1f} µs (the served bench's bar at one client:"
+        f" {CEILING_ADDED_P50_MS * 1000:+.0f} µs)",
+    ]
+    return lines
 
 
 def render_instructions(options: Options, result: dict[str, Any]) -> str:
