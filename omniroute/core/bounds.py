@@ -106,9 +106,9 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
 
 def read_nesting_exceeds(raw: bytes, parsed: Any, limit: int) -> bool:
     """:func:`nesting_exceeds` for ``parsed``, read from ``raw``: walked only when ``raw`` holds
-    more than ``limit`` brackets at all (each level opens one), so a usual request, answer or
-    event costs two byte counts."""
-    if raw.count(b"{") + raw.count(b"[") <= limit:
+    more than ``limit`` brackets at all (each level opens one), so a usual request or answer
+    costs two byte counts, and a stream event shorter than ``limit`` bytes (most are) none."""
+    if len(raw) <= limit or raw.count(b"{") + raw.count(b"[") <= limit:
         return False
     return nesting_exceeds(parsed, limit)
 

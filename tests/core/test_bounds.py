@@ -74,6 +74,25 @@ def test_brackets_in_strings_only_make_the_walk_happen() -> None:
     assert not read_nesting_exceeds(b"[[[1]]]", deep, 3)  # three brackets: never walked
 
 
+class CountedBytes(bytes):
+    """Bytes that remember how often they were searched."""
+
+    counts = 0
+
+    def count(self, *args: Any) -> int:
+        type(self).counts += 1
+        return super().count(*args)
+
+
+def test_bytes_no_longer_than_the_limit_are_not_even_searched() -> None:
+    CountedBytes.counts = 0
+    deep = nested(3)
+    assert not read_nesting_exceeds(CountedBytes(b"[[[1]]]"), deep, 7)  # 7 bytes: 7 at most
+    assert CountedBytes.counts == 0
+    assert not read_nesting_exceeds(CountedBytes(b"[[[1]]]"), deep, 6)
+    assert CountedBytes.counts == 2  # one search for each bracket
+
+
 def _dumps(value: Any) -> bytes:
     return json.dumps(value).encode()
 
