@@ -101,7 +101,7 @@ async def one_request(
     answered = asyncio.Event()
     status = 0
     sent = False
-    started = time.perf_counter_ns()
+    started = time.perf_counter_ns() if answered_in is not None else 0
 
     async def receive() -> dict[str, Any]:
         nonlocal sent
@@ -178,13 +178,14 @@ def child_main(options: Options) -> dict[str, Any]:
 
     async def measured(side: str) -> None:
         app, body, headers = sides[side]
-        times: list[int] = []
+        timed = options.concurrency == 1 and not options.counted  # callgrind counts: untimed
+        times: list[int] | None = [] if timed else None
         got = await drive(
             app, http_scope(body, headers), body, options.requests, options.concurrency, times
         )
         for status, count in got.items():
             statuses[side][status] = statuses[side].get(status, 0) + count
-        if options.concurrency == 1 and not options.counted:
+        if times:
             latency[side].append(statistics.median(times) / 1000)
 
     async def rounds() -> None:
